@@ -1,0 +1,96 @@
+#include "autoloco/comm/mpi_communicator.hpp"
+
+#include <fmt/format.h>
+
+#include <climits>
+#include <cstdint>
+
+#include "autoloco/util/error.hpp"
+#include "autoloco/util/mpi_check.hpp"
+
+namespace autoloco {
+namespace {
+
+// MPI counts are int: larger buffers go in chunks.
+constexpr size_t kMaxChunk = static_cast<size_t>(INT_MAX) / 2;
+
+int checked_count(size_t count) {
+  if (count > static_cast<size_t>(INT_MAX)) {
+    throw CommError(fmt::format("MPI message of {} elements exceeds INT_MAX", count));
+  }
+  return static_cast<int>(count);
+}
+
+}  // namespace
+
+size_t dtype_size(DType t) {
+  switch (t) {
+    case DType::f32: return 4;
+    case DType::f64: return 8;
+    case DType::i64: return 8;
+    case DType::bf16: return 2;
+  }
+  return 0;
+}
+
+MPI_Datatype mpi_type(DType t) {
+  switch (t) {
+    case DType::f32: return MPI_FLOAT;
+    case DType::f64: return MPI_DOUBLE;
+    case DType::i64: return MPI_INT64_T;
+    case DType::bf16:
+      throw CommError("MPI has no bf16 sum: widen to f32 before an MPI reduction");
+  }
+  throw CommError("unknown dtype");
+}
+
+MpiCommunicator::MpiCommunicator(MPI_Comm comm) {
+  AUTOLOCO_MPI(MPI_Comm_dup(comm, &comm_));
+  init_rank_size();
+}
+
+MpiCommunicator::MpiCommunicator(MPI_Comm parent, int color, int key) {
+  AUTOLOCO_MPI(MPI_Comm_split(parent, color, key, &comm_));
+  init_rank_size();
+}
+
+MpiCommunicator::~MpiCommunicator() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+}
+
+void MpiCommunicator::init_rank_size() {
+  AUTOLOCO_MPI(MPI_Comm_rank(comm_, &rank_));
+  AUTOLOCO_MPI(MPI_Comm_size(comm_, &size_));
+}
+
+void MpiCommunicator::allreduce_sum(void* data, size_t count, DType type) {
+  if (size_ == 1) return;
+  auto* bytes = static_cast<char*>(data);
+  const size_t elem = dtype_size(type);
+  for (size_t done = 0; done < count; done += kMaxChunk) {
+    const size_t n = std::min(kMaxChunk, count - done);
+    AUTOLOCO_MPI(MPI_Allreduce(MPI_IN_PLACE, bytes + done * elem, checked_count(n),
+                               mpi_type(type), MPI_SUM, comm_));
+  }
+}
+
+void MpiCommunicator::allgather(const void* send, void* recv, size_t count, DType type) {
+  AUTOLOCO_MPI(MPI_Allgather(send, checked_count(count), mpi_type(type), recv,
+                             checked_count(count), mpi_type(type), comm_));
+}
+
+void MpiCommunicator::broadcast(void* data, size_t count, DType type, int root) {
+  if (size_ == 1) return;
+  auto* bytes = static_cast<char*>(data);
+  const size_t elem = dtype_size(type);
+  for (size_t done = 0; done < count; done += kMaxChunk) {
+    const size_t n = std::min(kMaxChunk, count - done);
+    AUTOLOCO_MPI(MPI_Bcast(bytes + done * elem, checked_count(n), mpi_type(type), root, comm_));
+  }
+}
+
+void MpiCommunicator::barrier() { AUTOLOCO_MPI(MPI_Barrier(comm_)); }
+
+}  // namespace autoloco

@@ -1,0 +1,40 @@
+// Communicator over an MPI communicator (duplicated, so our traffic never mixes with others').
+#pragma once
+
+#include <mpi.h>
+
+#include "autoloco/comm/communicator.hpp"
+
+namespace autoloco {
+
+class MpiCommunicator final : public Communicator {
+ public:
+  // Duplicates `comm`; the duplicate is freed on destruction.
+  explicit MpiCommunicator(MPI_Comm comm);
+  // Splits `parent` by color (ranks keep their order by key).
+  MpiCommunicator(MPI_Comm parent, int color, int key);
+  ~MpiCommunicator() override;
+  MpiCommunicator(const MpiCommunicator&) = delete;
+  MpiCommunicator& operator=(const MpiCommunicator&) = delete;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string backend() const override { return "mpi"; }
+  MPI_Comm handle() const { return comm_; }
+
+  using Communicator::allreduce_sum;
+  void allreduce_sum(void* data, size_t count, DType type) override;
+  void allgather(const void* send, void* recv, size_t count, DType type) override;
+  void broadcast(void* data, size_t count, DType type, int root) override;
+  void barrier() override;
+
+ private:
+  void init_rank_size();
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int rank_ = 0;
+  int size_ = 1;
+};
+
+MPI_Datatype mpi_type(DType t);
+
+}  // namespace autoloco

@@ -1,0 +1,32 @@
+#include "autoloco/comm/stop_agreement.hpp"
+
+#include "autoloco/util/mpi_check.hpp"
+
+namespace autoloco {
+
+StopAgreement::StopAgreement(MPI_Comm comm) { AUTOLOCO_MPI(MPI_Comm_dup(comm, &comm_)); }
+
+StopAgreement::~StopAgreement() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized) return;
+  if (request_ != MPI_REQUEST_NULL) MPI_Wait(&request_, MPI_STATUS_IGNORE);
+  MPI_Comm_free(&comm_);
+}
+
+bool StopAgreement::poll(bool local_request) {
+  bool agreed = false;
+  if (request_ != MPI_REQUEST_NULL) {
+    AUTOLOCO_MPI(MPI_Wait(&request_, MPI_STATUS_IGNORE));
+    agreed = recv_ != 0;
+  }
+  send_ = local_request ? 1 : 0;
+  AUTOLOCO_MPI(MPI_Iallreduce(&send_, &recv_, 1, MPI_INT, MPI_MAX, comm_, &request_));
+  return agreed;
+}
+
+void StopAgreement::drain() {
+  if (request_ != MPI_REQUEST_NULL) AUTOLOCO_MPI(MPI_Wait(&request_, MPI_STATUS_IGNORE));
+}
+
+}  // namespace autoloco

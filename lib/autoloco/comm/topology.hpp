@@ -1,0 +1,35 @@
+// How the MPI world is split into datacenters: dc = world_rank / ranks_per_dc, member is the
+// rank's index inside its dc. Communicators for the world, the rank's dc, and the inter-dc
+// peers that share its member index.
+#pragma once
+
+#include <mpi.h>
+
+#include <string>
+
+namespace autoloco {
+
+struct Topology {
+  int world_rank = 0;
+  int world_size = 1;
+  int ranks_per_dc = 1;
+  int num_dcs = 1;
+  int dc = 0;
+  int member = 0;
+  std::string host;
+
+  // Throws ConfigError (naming topology.ranks_per_dc) when world_size is not a multiple.
+  static Topology from_world(MPI_Comm world, int ranks_per_dc);
+};
+
+// One line per dc: "dc 0: ranks 0-1 on host-a".
+std::string describe_layout(const Topology& topo, MPI_Comm world);
+
+}  // namespace autoloco
+
+namespace autoloco {
+
+// How many ranks of `world` share this rank's host (for picking threads per rank).
+int ranks_on_host(MPI_Comm world);
+
+}  // namespace autoloco

@@ -1,0 +1,279 @@
+#include "autoloco/config/config.hpp"
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "autoloco/config/suggest.hpp"
+#include "autoloco/util/error.hpp"
+
+namespace autoloco {
+namespace {
+
+const char* type_name(const int64_t&) { return "integer"; }
+const char* type_name(const double&) { return "number"; }
+[[maybe_unused]] const char* type_name(const bool&) { return "boolean"; }
+const char* type_name(const std::string&) { return "string"; }
+const char* type_name(const std::vector<double>&) { return "list of numbers"; }
+const char* type_name(const std::vector<std::string>&) { return "list of strings"; }
+
+std::string describe(const YAML::Node& node) {
+  if (node.IsScalar()) return fmt::format("'{}'", node.Scalar());
+  if (node.IsSequence()) return "a list";
+  if (node.IsMap()) return "a mapping";
+  return "nothing";
+}
+
+template <class T>
+T scalar_as(const YAML::Node& node, const std::string& key, const char* expected) {
+  if (!node.IsScalar()) {
+    throw ConfigError(fmt::format("config key {}: expected {}, got {}", key, expected,
+                                  describe(node)));
+  }
+  try {
+    return node.as<T>();
+  } catch (const YAML::Exception&) {
+    throw ConfigError(fmt::format("config key {}: expected {}, got {}", key, expected,
+                                  describe(node)));
+  }
+}
+
+void read_value(const YAML::Node& n, const std::string& key, int64_t& out) {
+  out = scalar_as<int64_t>(n, key, "an integer");
+}
+void read_value(const YAML::Node& n, const std::string& key, double& out) {
+  out = scalar_as<double>(n, key, "a number");
+}
+[[maybe_unused]] void read_value(const YAML::Node& n, const std::string& key, bool& out) {
+  out = scalar_as<bool>(n, key, "true or false");
+}
+void read_value(const YAML::Node& n, const std::string& key, std::string& out) {
+  out = scalar_as<std::string>(n, key, "a string");
+}
+void read_value(const YAML::Node& n, const std::string& key, std::vector<double>& out) {
+  if (!n.IsSequence()) {
+    throw ConfigError(fmt::format("config key {}: expected a list of numbers, got {}", key,
+                                  describe(n)));
+  }
+  out.clear();
+  for (size_t i = 0; i < n.size(); ++i) {
+    out.push_back(scalar_as<double>(n[i], fmt::format("{}[{}]", key, i), "a number"));
+  }
+}
+// A single string is accepted where a list of strings is expected (one path or glob).
+void read_value(const YAML::Node& n, const std::string& key, std::vector<std::string>& out) {
+  out.clear();
+  if (n.IsScalar()) {
+    out.push_back(n.Scalar());
+    return;
+  }
+  if (!n.IsSequence()) {
+    throw ConfigError(fmt::format("config key {}: expected a string or a list of strings, got {}",
+                                  key, describe(n)));
+  }
+  for (size_t i = 0; i < n.size(); ++i) {
+    out.push_back(scalar_as<std::string>(n[i], fmt::format("{}[{}]", key, i), "a string"));
+  }
+}
+
+// Reads each declared key of a section from the YAML mapping; unknown keys are caught later.
+struct Loader {
+  const YAML::Node& root;
+  std::string section_name;
+
+  template <class S>
+  void section(const char* name, const char*, S& s) {
+    section_name = name;
+    YAML::Node node = root[name];
+    if (!node || node.IsNull()) return;
+    if (!node.IsMap()) {
+      throw ConfigError(fmt::format("config section {}: expected a mapping of keys, got {}", name,
+                                    describe(node)));
+    }
+    S::visit(s, *this);
+  }
+
+  template <class T>
+  void operator()(const char* key, T& value, const char*) {
+    YAML::Node node = root[section_name][key];
+    if (!node) return;
+    read_value(node, section_name + "." + key, value);
+  }
+};
+
+std::string format_value(const int64_t& v) { return fmt::format("{}", v); }
+std::string format_value(const double& v) {
+  std::string s = fmt::format("{}", v);
+  // Keep a decimal point or exponent so the value reads back as a number, not an integer.
+  if (s.find_first_of(".eEn") == std::string::npos) s += ".0";
+  return s;
+}
+[[maybe_unused]] std::string format_value(const bool& v) { return v ? "true" : "false"; }
+std::string format_value(const std::string& v) {
+  YAML::Emitter e;
+  e << YAML::DoubleQuoted << v;
+  return e.c_str();
+}
+std::string format_value(const std::vector<double>& v) {
+  std::vector<std::string> items;
+  for (double x : v) items.push_back(format_value(x));
+  return fmt::format("[{}]", fmt::join(items, ", "));
+}
+std::string format_value(const std::vector<std::string>& v) {
+  std::vector<std::string> items;
+  for (const auto& x : v) items.push_back(format_value(x));
+  return fmt::format("[{}]", fmt::join(items, ", "));
+}
+
+struct YamlPrinter {
+  std::ostringstream out;
+  template <class S>
+  void section(const char* name, const char* doc, S& s) {
+    out << "# " << doc << "\n" << name << ":\n";
+    S::visit(s, *this);
+  }
+  template <class T>
+  void operator()(const char* key, const T& value, const char* doc) {
+    out << "  " << key << ": " << format_value(value) << "  # " << doc << "\n";
+  }
+};
+
+struct KeyCollector {
+  std::string section_name;
+  std::vector<std::string> keys;
+  template <class S>
+  void section(const char* name, const char*, S& s) {
+    section_name = name;
+    S::visit(s, *this);
+  }
+  template <class T>
+  void operator()(const char* key, const T&, const char*) {
+    keys.push_back(section_name + "." + key);
+  }
+};
+
+struct MarkdownPrinter {
+  std::ostringstream out;
+  template <class S>
+  void section(const char* name, const char* doc, S& s) {
+    out << "\n## " << name << "\n\n" << doc << ".\n\n";
+    out << "| key | type | default | meaning |\n| --- | --- | --- | --- |\n";
+    section_name = name;
+    S::visit(s, *this);
+  }
+  template <class T>
+  void operator()(const char* key, const T& value, const char* doc) {
+    std::string shown = format_value(value);
+    std::replace(shown.begin(), shown.end(), '|', '/');
+    out << "| `" << section_name << "." << key << "` | " << type_name(value) << " | `" << shown
+        << "` | " << doc << " |\n";
+  }
+  std::string section_name;
+};
+
+void check_known_keys(const YAML::Node& root, const std::string& origin) {
+  if (!root || root.IsNull()) return;
+  if (!root.IsMap()) {
+    throw ConfigError(fmt::format("{}: the config must be a mapping of sections", origin));
+  }
+  const std::vector<std::string> keys = config_keys();
+  std::set<std::string> sections;
+  for (const auto& k : keys) sections.insert(k.substr(0, k.find('.')));
+  for (const auto& entry : root) {
+    const std::string section = entry.first.as<std::string>();
+    if (!sections.count(section)) {
+      throw ConfigError(fmt::format("{}: unknown config section '{}'{}", origin, section,
+                                    did_you_mean(section, {sections.begin(), sections.end()})));
+    }
+    if (!entry.second.IsMap()) continue;  // the Loader names the type error
+    for (const auto& item : entry.second) {
+      const std::string key = section + "." + item.first.as<std::string>();
+      if (std::find(keys.begin(), keys.end(), key) == keys.end()) {
+        throw ConfigError(
+            fmt::format("{}: unknown config key '{}'{}", origin, key, did_you_mean(key, keys)));
+      }
+    }
+  }
+}
+
+void apply_override(YAML::Node& root, const std::string& assignment) {
+  const auto eq = assignment.find('=');
+  const auto dot = assignment.find('.');
+  if (eq == std::string::npos || dot == std::string::npos || dot > eq) {
+    throw ConfigError(fmt::format(
+        "--set '{}': expected section.key=value, for example --set inner.lr=0.001", assignment));
+  }
+  const std::string key = assignment.substr(0, eq);
+  const std::vector<std::string> keys = config_keys();
+  if (std::find(keys.begin(), keys.end(), key) == keys.end()) {
+    throw ConfigError(
+        fmt::format("--set: unknown config key '{}'{}", key, did_you_mean(key, keys)));
+  }
+  YAML::Node value;
+  try {
+    value = YAML::Load(assignment.substr(eq + 1));
+  } catch (const YAML::Exception& e) {
+    throw ConfigError(fmt::format("--set {}: the value is not valid YAML: {}", key, e.what()));
+  }
+  const std::string section = key.substr(0, dot);
+  const std::string name = key.substr(dot + 1);
+  if (!root[section] || !root[section].IsMap()) root[section] = YAML::Node(YAML::NodeType::Map);
+  root[section][name] = value;
+}
+
+}  // namespace
+
+std::vector<std::string> config_keys() {
+  Config defaults;
+  KeyCollector c;
+  Config::visit(defaults, c);
+  return c.keys;
+}
+
+Config parse_config(const std::string& yaml_text, const std::vector<std::string>& overrides,
+                    const std::string& origin) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml_text);
+  } catch (const YAML::Exception& e) {
+    throw ConfigError(fmt::format("{}: not valid YAML: {}", origin, e.what()));
+  }
+  if (!root || root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
+  check_known_keys(root, origin);
+  for (const auto& o : overrides) apply_override(root, o);
+  Config config;
+  Loader loader{root, {}};
+  Config::visit(config, loader);
+  validate(config);
+  return config;
+}
+
+Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
+  std::ifstream in(path);
+  if (!in) {
+    throw ConfigError(fmt::format("cannot read config file '{}': check the path", path));
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  return parse_config(text.str(), overrides, path);
+}
+
+std::string to_yaml(const Config& config) {
+  YamlPrinter p;
+  Config::visit(config, p);
+  return p.out.str();
+}
+
+std::string config_reference_markdown() {
+  Config defaults;
+  MarkdownPrinter p;
+  Config::visit(defaults, p);
+  return p.out.str();
+}
+
+}  // namespace autoloco

@@ -1,0 +1,147 @@
+// The typed run configuration. Every key is declared once, in a visit() below, with its
+// default (the member initializer) and a one-line doc; loading, --set overrides, printing,
+// validation messages and docs/config.md are all generated from these declarations.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace autoloco {
+
+struct RunConfig {
+  std::string name = "run";
+  std::string out_dir = "runs";
+  int64_t seed = 1234;
+  int64_t steps = 1000;
+  int64_t eval_every = 100;
+  int64_t eval_batches = 8;
+  int64_t log_every = 10;
+  std::string device = "cpu";
+  int64_t threads = 0;
+
+  template <class Self, class V>
+  static void visit(Self& s, V& v) {
+    v("name", s.name, "run name; the run directory is out_dir/name");
+    v("out_dir", s.out_dir, "directory that holds run directories");
+    v("seed", s.seed, "seed of model init and of every rank's data stream");
+    v("steps", s.steps, "total inner steps of the run");
+    v("eval_every", s.eval_every, "evaluate on the validation split every this many steps (0: only at the end)");
+    v("eval_batches", s.eval_batches, "validation batches per evaluation, spread over the ranks");
+    v("log_every", s.log_every, "write a metrics line and a progress line every this many steps");
+    v("device", s.device, "cpu or cuda (cuda needs a CUDA build of LibTorch)");
+    v("threads", s.threads, "intra-op threads per rank; 0 picks cores / ranks on this host");
+  }
+};
+
+struct TopologyConfig {
+  int64_t ranks_per_dc = 1;
+
+  template <class Self, class V>
+  static void visit(Self& s, V& v) {
+    v("ranks_per_dc", s.ranks_per_dc,
+      "MPI ranks per datacenter; the world size must be a multiple of it");
+  }
+};
+
+struct ModelConfig {
+  int64_t n_layer = 4;
+  int64_t n_head = 4;
+  int64_t d_model = 128;
+  int64_t seq_len = 128;
+  int64_t vocab_size = 256;
+
+  template <class Self, class V>
+  static void visit(Self& s, V& v) {
+    v("n_layer", s.n_layer, "transformer blocks");
+    v("n_head", s.n_head, "attention heads per block; must divide d_model");
+    v("d_model", s.d_model, "residual stream width");
+    v("seq_len", s.seq_len, "context length in tokens");
+    v("vocab_size", s.vocab_size, "vocabulary size; must cover every token id in the shards");
+  }
+};
+
+struct DataConfig {
+  std::vector<std::string> train = {"data/pydoc/train_*.bin"};
+  std::vector<std::string> val = {"data/pydoc/val_*.bin"};
+  int64_t batch_size = 16;
+  int64_t grad_accum = 1;
+  std::string partition = "iid";
+
+  template <class Self, class V>
+  static void visit(Self& s, V& v) {
+    v("train", s.train, "training shard paths or globs (a string or a list)");
+    v("val", s.val, "validation shard paths or globs (a string or a list)");
+    v("batch_size", s.batch_size, "sequences per rank per micro-step");
+    v("grad_accum", s.grad_accum, "micro-steps accumulated per inner step");
+    v("partition", s.partition,
+      "iid: every rank samples all train shards; by_shard: dc d reads shards d, d+G, ...");
+  }
+};
+
+struct InnerConfig {
+  double lr = 3e-3;
+  int64_t warmup_steps = 50;
+  std::string schedule = "cosine";
+  double min_lr_ratio = 0.1;
+  std::vector<double> betas = {0.9, 0.95};
+  double eps = 1e-8;
+  double weight_decay = 0.1;
+  double grad_clip = 1.0;
+
+  template <class Self, class V>
+  static void visit(Self& s, V& v) {
+    v("lr", s.lr, "peak AdamW learning rate");
+    v("warmup_steps", s.warmup_steps, "linear warm-up steps from 0 to lr");
+    v("schedule", s.schedule, "after warm-up: cosine (decay to min_lr_ratio * lr) or constant");
+    v("min_lr_ratio", s.min_lr_ratio, "floor of the cosine decay as a fraction of lr");
+    v("betas", s.betas, "AdamW [beta1, beta2]");
+    v("eps", s.eps, "AdamW epsilon");
+    v("weight_decay", s.weight_decay,
+      "decoupled weight decay, on matrices and embeddings only (not biases or norms)");
+    v("grad_clip", s.grad_clip, "clip the global gradient norm to this (0: off)");
+  }
+};
+
+struct Config {
+  RunConfig run;
+  TopologyConfig topology;
+  ModelConfig model;
+  DataConfig data;
+  InnerConfig inner;
+
+  // Calls v.section(name, doc, section_struct) for each section, in file order.
+  template <class Self, class V>
+  static void visit(Self& s, V& v) {
+    v.section("run", "the run as a whole", s.run);
+    v.section("topology", "how the MPI world is split into datacenters", s.topology);
+    v.section("model", "the GPT decoder", s.model);
+    v.section("data", "token shards and batches", s.data);
+    v.section("inner", "the inner optimizer (AdamW) and its schedule", s.inner);
+  }
+};
+
+// Loads a YAML file, applies "section.key=value" overrides, validates. Throws ConfigError
+// naming the key (and the nearest valid key for a typo).
+Config load_config(const std::string& path, const std::vector<std::string>& overrides = {});
+
+// Same from YAML text (for tests and for configs embedded in checkpoints).
+Config parse_config(const std::string& yaml_text, const std::vector<std::string>& overrides = {},
+                    const std::string& origin = "<string>");
+
+// Checks values and combinations that do not depend on the MPI world. Throws ConfigError.
+void validate(const Config& config);
+
+// Checks what depends on the world (world size a multiple of ranks_per_dc, ...).
+void validate_world(const Config& config, int world_size);
+
+// The effective config as YAML, every key present, docs as comments; loads back to `config`.
+std::string to_yaml(const Config& config);
+
+// Markdown reference of every key: section, key, type, default, doc (docs/config.md).
+std::string config_reference_markdown();
+
+// Every valid "section.key".
+std::vector<std::string> config_keys();
+
+}  // namespace autoloco

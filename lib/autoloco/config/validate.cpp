@@ -1,0 +1,105 @@
+// Value and combination checks. Each message names the key and says what would be valid.
+#include <fmt/format.h>
+
+#include "autoloco/config/config.hpp"
+#include "autoloco/util/error.hpp"
+
+namespace autoloco {
+namespace {
+
+void require(bool ok, const std::string& key, const std::string& what) {
+  if (!ok) throw ConfigError(fmt::format("config key {}: {}", key, what));
+}
+
+template <class T>
+void require_positive(T value, const std::string& key) {
+  require(value > 0, key, fmt::format("must be > 0, got {}", value));
+}
+
+template <class T>
+void require_non_negative(T value, const std::string& key) {
+  require(value >= 0, key, fmt::format("must be >= 0, got {}", value));
+}
+
+void require_one_of(const std::string& value, const std::vector<std::string>& allowed,
+                    const std::string& key) {
+  for (const auto& a : allowed) {
+    if (value == a) return;
+  }
+  require(false, key, fmt::format("'{}' is not one of: {}", value, fmt::join(allowed, ", ")));
+}
+
+void validate_run(const RunConfig& r) {
+  require(!r.name.empty() && r.name.find('/') == std::string::npos, "run.name",
+          fmt::format("must be a non-empty name without '/', got '{}'", r.name));
+  require(!r.out_dir.empty(), "run.out_dir", "must not be empty");
+  require_positive(r.steps, "run.steps");
+  require_non_negative(r.eval_every, "run.eval_every");
+  require_positive(r.eval_batches, "run.eval_batches");
+  require_positive(r.log_every, "run.log_every");
+  require_one_of(r.device, {"cpu", "cuda"}, "run.device");
+  require_non_negative(r.threads, "run.threads");
+}
+
+void validate_model(const ModelConfig& m) {
+  require_positive(m.n_layer, "model.n_layer");
+  require_positive(m.n_head, "model.n_head");
+  require_positive(m.d_model, "model.d_model");
+  require_positive(m.seq_len, "model.seq_len");
+  require(m.vocab_size >= 2, "model.vocab_size", fmt::format("must be >= 2, got {}", m.vocab_size));
+  require(m.d_model % m.n_head == 0, "model.n_head",
+          fmt::format("must divide model.d_model: {} % {} = {}", m.d_model, m.n_head,
+                      m.d_model % m.n_head));
+}
+
+void validate_data(const DataConfig& d) {
+  require(!d.train.empty(), "data.train", "needs at least one shard path or glob");
+  require(!d.val.empty(), "data.val", "needs at least one shard path or glob");
+  require_positive(d.batch_size, "data.batch_size");
+  require_positive(d.grad_accum, "data.grad_accum");
+  require_one_of(d.partition, {"iid", "by_shard"}, "data.partition");
+}
+
+void validate_inner(const InnerConfig& i) {
+  require(i.lr > 0.0 && i.lr < 10.0, "inner.lr", fmt::format("must be in (0, 10), got {}", i.lr));
+  require_non_negative(i.warmup_steps, "inner.warmup_steps");
+  require_one_of(i.schedule, {"cosine", "constant"}, "inner.schedule");
+  require(i.min_lr_ratio >= 0.0 && i.min_lr_ratio <= 1.0, "inner.min_lr_ratio",
+          fmt::format("must be in [0, 1], got {}", i.min_lr_ratio));
+  require(i.betas.size() == 2, "inner.betas",
+          fmt::format("must be a list of two numbers [beta1, beta2], got {} values",
+                      i.betas.size()));
+  for (double b : i.betas) {
+    require(b >= 0.0 && b < 1.0, "inner.betas", fmt::format("each beta must be in [0, 1), got {}", b));
+  }
+  require_positive(i.eps, "inner.eps");
+  require_non_negative(i.weight_decay, "inner.weight_decay");
+  require_non_negative(i.grad_clip, "inner.grad_clip");
+}
+
+}  // namespace
+
+void validate(const Config& c) {
+  validate_run(c.run);
+  require_positive(c.topology.ranks_per_dc, "topology.ranks_per_dc");
+  validate_model(c.model);
+  validate_data(c.data);
+  validate_inner(c.inner);
+  require(c.inner.warmup_steps <= c.run.steps, "inner.warmup_steps",
+          fmt::format("({}) must not exceed run.steps ({})", c.inner.warmup_steps, c.run.steps));
+}
+
+void validate_world(const Config& c, int world_size) {
+  require(world_size % c.topology.ranks_per_dc == 0, "topology.ranks_per_dc",
+          fmt::format("the world size {} is not a multiple of {}: launch a multiple of "
+                      "ranks_per_dc ranks or change the key",
+                      world_size, c.topology.ranks_per_dc));
+  // Until the multi-datacenter engine lands, dcs would train unrelated models: refuse.
+  require(world_size == c.topology.ranks_per_dc, "topology.ranks_per_dc",
+          fmt::format("{} ranks with ranks_per_dc {} make {} datacenters, but this build trains "
+                      "inside one datacenter only: set ranks_per_dc to the world size ({})",
+                      world_size, c.topology.ranks_per_dc, world_size / c.topology.ranks_per_dc,
+                      world_size));
+}
+
+}  // namespace autoloco

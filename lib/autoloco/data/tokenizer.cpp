@@ -1,0 +1,33 @@
+// Byte-level tokenizer (see tokenizer.hpp).
+#include "autoloco/data/tokenizer.hpp"
+
+#include <fmt/format.h>
+
+#include "autoloco/util/error.hpp"
+
+namespace autoloco {
+
+std::vector<uint32_t> encode_bytes(std::string_view text) {
+  std::vector<uint32_t> tokens;
+  tokens.reserve(text.size());
+  for (char c : text)
+    tokens.push_back(static_cast<unsigned char>(c));
+  return tokens;
+}
+
+std::string decode_bytes(const std::vector<uint32_t>& tokens) {
+  std::string text;
+  text.reserve(tokens.size());
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    if (tokens[i] >= kByteVocabSize) {
+      throw DataError(
+          fmt::format("token {} at position {} is not a byte (vocabulary {}); the "
+                      "tokens come from another tokenizer",
+                      tokens[i], i, kByteVocabSize));
+    }
+    text.push_back(static_cast<char>(static_cast<unsigned char>(tokens[i])));
+  }
+  return text;
+}
+
+}  // namespace autoloco

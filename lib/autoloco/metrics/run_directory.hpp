@@ -1,0 +1,36 @@
+// The run directory <out_dir>/<name>/: effective config, metrics.jsonl, syncs.jsonl and
+// summary.json. Only the rank that owns it (world rank 0) writes; files are appended line by
+// line and flushed so a crash loses at most the line being written.
+#pragma once
+
+#include <fstream>
+#include <string>
+
+#include "autoloco/util/json.hpp"
+
+namespace autoloco {
+
+class RunDirectory {
+ public:
+  // Creates the directory. Refuses (ConfigError) to reuse one that already holds a run, so an
+  // earlier run is never overwritten.
+  static RunDirectory create(const std::string& out_dir, const std::string& name);
+
+  const std::string& path() const { return path_; }
+  void write_config(const std::string& yaml) const;
+  void append_metrics(const JsonObject& line);
+  void append_sync(const JsonObject& line);
+  // Written to a temporary file and renamed, so a reader never sees half a summary.
+  void write_summary(const JsonObject& summary) const;
+
+ private:
+  explicit RunDirectory(std::string path);
+  std::string path_;
+  std::ofstream metrics_;
+  std::ofstream syncs_;
+};
+
+// Writes `text` to `path` atomically (temporary file in the same directory, then rename).
+void write_file_atomic(const std::string& path, const std::string& text);
+
+}  // namespace autoloco

@@ -1,0 +1,65 @@
+// FlatAdamW and flat gradient clipping. This is the hot path of every inner step: each line is
+// one pass over the flat buffer, with no per-parameter loop.
+#include "autoloco/optim/adamw.hpp"
+
+#include <cmath>
+#include <string>
+
+#include "autoloco/util/error.hpp"
+
+namespace autoloco {
+
+FlatAdamW::FlatAdamW(FlatParams& params, AdamWOptions options)
+    : params_(params),
+      options_(options),
+      exp_avg_(torch::zeros_like(params.values())),
+      exp_avg_sq_(torch::zeros_like(params.values())),
+      denom_(torch::empty_like(params.values())) {}
+
+void FlatAdamW::step(double lr) {
+  torch::NoGradGuard no_grad;
+  ++step_;
+  auto& p = params_.values();
+  const auto& g = params_.grads();
+  const double b1 = options_.beta1;
+  const double b2 = options_.beta2;
+  const auto t = static_cast<double>(step_);
+  const double bias_c1 = 1.0 - std::pow(b1, t);
+  const double bias_c2 = 1.0 - std::pow(b2, t);
+
+  if (options_.weight_decay != 0.0 && params_.decay_numel() > 0) {
+    p.narrow(0, 0, params_.decay_numel()).mul_(1.0 - lr * options_.weight_decay);
+  }
+  exp_avg_.mul_(b1).add_(g, 1.0 - b1);
+  exp_avg_sq_.mul_(b2).addcmul_(g, g, 1.0 - b2);
+  // Same operation order as torch::optim::AdamW, so both round alike.
+  torch::sqrt_out(denom_, exp_avg_sq_);
+  denom_.div_(std::sqrt(bias_c2)).add_(options_.eps);
+  p.addcdiv_(exp_avg_, denom_, -lr / bias_c1);
+}
+
+void FlatAdamW::set_state(int64_t step, const torch::Tensor& m, const torch::Tensor& v) {
+  if (m.numel() != exp_avg_.numel() || v.numel() != exp_avg_sq_.numel()) {
+    throw Error("FlatAdamW::set_state: state of " + std::to_string(m.numel()) + "/" +
+                std::to_string(v.numel()) + " elements does not fit " +
+                std::to_string(exp_avg_.numel()) + " parameters");
+  }
+  if (step < 0) throw Error("FlatAdamW::set_state: negative step " + std::to_string(step));
+  torch::NoGradGuard no_grad;
+  exp_avg_.copy_(m.reshape({-1}));
+  exp_avg_sq_.copy_(v.reshape({-1}));
+  step_ = step;
+}
+
+double clip_grad_norm(FlatParams& params, double max_norm) {
+  torch::NoGradGuard no_grad;
+  auto& g = params.grads();
+  const double norm = g.norm().item<double>();
+  if (max_norm > 0.0) {
+    const double scale = max_norm / (norm + 1e-6);
+    if (scale < 1.0) g.mul_(scale);
+  }
+  return norm;
+}
+
+}  // namespace autoloco

@@ -1,0 +1,53 @@
+// The inner optimizer: AdamW over FlatParams' buffers in a few whole-buffer in-place ops, with
+// the same update as torch::optim::AdamW; and global gradient-norm clipping on the flat grads.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+
+#include "autoloco/optim/flat_params.hpp"
+
+namespace autoloco {
+
+struct AdamWOptions {
+  double beta1 = 0.9;
+  double beta2 = 0.95;
+  double eps = 1e-8;
+  double weight_decay = 0.1;  // applied to FlatParams' decayed slice only
+};
+
+// PyTorch's AdamW, step t (1-based), on the whole flat buffer:
+//   p[:decay_numel] *= 1 - lr wd
+//   m = b1 m + (1 - b1) g ;  v = b2 v + (1 - b2) g^2
+//   p -= (lr / (1 - b1^t)) m / (sqrt(v) / sqrt(1 - b2^t) + eps)
+// State (m, v, t) is this dc's own and survives outer syncs; checkpoints save it via exp_avg(),
+// exp_avg_sq(), step_count() and restore it with set_state().
+class FlatAdamW {
+ public:
+  FlatAdamW(FlatParams& params, AdamWOptions options);
+
+  void step(double lr);
+
+  int64_t step_count() const { return step_; }
+  torch::Tensor& exp_avg() { return exp_avg_; }
+  torch::Tensor& exp_avg_sq() { return exp_avg_sq_; }
+  const AdamWOptions& options() const { return options_; }
+
+  // Copies m and v (numel equal to the flat buffer's) into the state. Throws Error otherwise.
+  void set_state(int64_t step, const torch::Tensor& m, const torch::Tensor& v);
+
+ private:
+  FlatParams& params_;
+  AdamWOptions options_;
+  int64_t step_ = 0;
+  torch::Tensor exp_avg_;
+  torch::Tensor exp_avg_sq_;
+  torch::Tensor denom_;  // scratch, kept to avoid an allocation per step
+};
+
+// Returns the global L2 norm of the gradients before clipping. When max_norm > 0, scales the
+// gradients by max_norm / (norm + 1e-6) if that is below 1, as torch::nn::utils::clip_grad_norm_.
+double clip_grad_norm(FlatParams& params, double max_norm);
+
+}  // namespace autoloco

@@ -1,0 +1,98 @@
+// Builds the flat value/grad buffers and re-points the module's parameters at them.
+#include "autoloco/optim/flat_params.hpp"
+
+#include <unordered_set>
+#include <utility>
+
+#include "autoloco/model/gpt.hpp"
+#include "autoloco/util/error.hpp"
+
+namespace autoloco {
+namespace {
+
+struct Named {
+  std::string name;
+  torch::Tensor param;
+  bool decayed;
+};
+
+// named_parameters() in LibTorch does not dedup tensors registered under two names; we do.
+std::vector<Named> collect(torch::nn::Module& module, const DecayRule& decayed) {
+  std::vector<Named> decay;
+  std::vector<Named> no_decay;
+  std::unordered_set<const void*> seen;
+  for (const auto& item : module.named_parameters(/*recurse=*/true)) {
+    const auto& p = item.value();
+    if (!p.requires_grad() || !seen.insert(p.unsafeGetTensorImpl()).second) continue;
+    const bool d = decayed(item.key(), p);
+    (d ? decay : no_decay).push_back({item.key(), p, d});
+  }
+  for (auto& n : no_decay)
+    decay.push_back(std::move(n));
+  return decay;
+}
+
+void check_uniform(const std::vector<Named>& params) {
+  if (params.empty()) throw Error("FlatParams: the module has no trainable parameters");
+  const auto& first = params.front().param;
+  for (const auto& n : params) {
+    if (n.param.scalar_type() != first.scalar_type() || n.param.device() != first.device()) {
+      throw Error("FlatParams: parameter " + n.name +
+                  " differs in dtype or device from the others; move/cast the module first");
+    }
+  }
+}
+
+}  // namespace
+
+DecayRule FlatParams::default_decay_rule() {
+  return &is_decayed;
+}
+
+FlatParams::FlatParams(torch::nn::Module& module, const DecayRule& decayed) {
+  const auto named = collect(module, decayed);
+  check_uniform(named);
+  int64_t total = 0;
+  for (const auto& n : named) {
+    slices_.push_back({n.name, total, n.param.numel(), n.param.sizes().vec(), n.decayed});
+    if (n.decayed) decay_numel_ = total + n.param.numel();
+    total += n.param.numel();
+  }
+  const auto options = named.front().param.options().requires_grad(false);
+  values_ = torch::empty({total}, options);
+  grads_ = torch::zeros({total}, options);
+
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < named.size(); ++i) {
+    const auto& s = slices_[i];
+    auto param = named[i].param;
+    auto value = values_.narrow(0, s.offset, s.numel).view(s.shape);
+    value.copy_(param);
+    param.set_data(value);
+    // A defined grad makes AccumulateGrad add into it in place rather than install a new tensor.
+    param.mutable_grad() = grads_.narrow(0, s.offset, s.numel).view(s.shape);
+    params_.push_back(param);
+  }
+}
+
+void FlatParams::zero_grad() {
+  grads_.zero_();
+}
+
+bool FlatParams::grads_attached() const {
+  const auto element = static_cast<int64_t>(values_.element_size());
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const auto offset = slices_[i].offset * element;
+    const auto& p = params_[i];
+    if (!p.grad().defined()) return false;
+    if (static_cast<const char*>(p.data_ptr()) !=
+            static_cast<const char*>(values_.data_ptr()) + offset ||
+        static_cast<const char*>(p.grad().data_ptr()) !=
+            static_cast<const char*>(grads_.data_ptr()) + offset) {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace autoloco

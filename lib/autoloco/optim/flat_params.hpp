@@ -1,0 +1,69 @@
+// One contiguous buffer for all parameter values and one for all gradients, with every module
+// parameter re-pointed at its slice. Optimizers, clipping, all-reduces and checkpoints then work
+// on two flat tensors instead of hundreds of small ones.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace autoloco {
+
+// Where one parameter lives inside the flat buffers.
+struct ParamSlice {
+  std::string name;
+  int64_t offset = 0;
+  int64_t numel = 0;
+  std::vector<int64_t> shape;
+  bool decayed = false;
+};
+
+using DecayRule = std::function<bool(const std::string& name, const torch::Tensor& param)>;
+
+// Layout: decayed parameters first (in named_parameters order), then the others, so weight
+// decay is the single slice [0, decay_numel()). A tensor shared by two names is stored once.
+//
+// Contract with autograd: each parameter's .grad() is a view into grads(), and backward
+// accumulates into it in place (AccumulateGrad adds in place when a grad is already defined and
+// the graph is not being differentiated). Hence:
+//  - clear gradients with zero_grad() here, never with module->zero_grad() or an optimizer's
+//    zero_grad(), which reset grads to undefined (set_to_none) and detach them from grads();
+//  - do not move or cast the module (to(device), to(dtype)) after building a FlatParams;
+//  - backward with create_graph=true replaces grads out of place: not supported.
+// grads_attached() checks the contract cheaply. The FlatParams must outlive every use of the
+// module's parameters, which alias its storage.
+class FlatParams {
+ public:
+  explicit FlatParams(torch::nn::Module& module, const DecayRule& decayed = default_decay_rule());
+  FlatParams(const FlatParams&) = delete;
+  FlatParams& operator=(const FlatParams&) = delete;
+  FlatParams(FlatParams&&) = delete;
+  FlatParams& operator=(FlatParams&&) = delete;
+  ~FlatParams() = default;
+
+  torch::Tensor& values() { return values_; }
+  torch::Tensor& grads() { return grads_; }
+  int64_t numel() const { return values_.numel(); }
+  int64_t decay_numel() const { return decay_numel_; }
+  const std::vector<ParamSlice>& slices() const { return slices_; }
+
+  // Zeroes grads() in place, so every parameter keeps pointing into it.
+  void zero_grad();
+
+  // True when every parameter's value and grad still alias the flat buffers.
+  bool grads_attached() const;
+
+  static DecayRule default_decay_rule();
+
+ private:
+  std::vector<torch::Tensor> params_;  // same order as slices_
+  std::vector<ParamSlice> slices_;
+  torch::Tensor values_;
+  torch::Tensor grads_;
+  int64_t decay_numel_ = 0;
+};
+
+}  // namespace autoloco

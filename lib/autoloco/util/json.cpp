@@ -1,0 +1,79 @@
+#include "autoloco/util/json.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+namespace autoloco {
+
+std::string json_quote(const std::string& text) {
+  std::string out = "\"";
+  for (char c : text) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      case '\r': out += "\\r"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          out += fmt::format("\\u{:04x}", static_cast<int>(c));
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out + "\"";
+}
+
+void JsonObject::add_raw(const std::string& key, std::string encoded) {
+  for (auto& field : fields_) {
+    if (field.first == key) {
+      field.second = std::move(encoded);
+      return;
+    }
+  }
+  fields_.emplace_back(key, std::move(encoded));
+}
+
+JsonObject& JsonObject::add(const std::string& key, double value) {
+  // JSON has no NaN or infinity: null tells a reader the value was not finite.
+  add_raw(key, std::isfinite(value) ? fmt::format("{:.17g}", value) : "null");
+  return *this;
+}
+
+JsonObject& JsonObject::add(const std::string& key, int64_t value) {
+  add_raw(key, fmt::format("{}", value));
+  return *this;
+}
+
+JsonObject& JsonObject::add(const std::string& key, bool value) {
+  add_raw(key, value ? "true" : "false");
+  return *this;
+}
+
+JsonObject& JsonObject::add(const std::string& key, const std::string& value) {
+  add_raw(key, json_quote(value));
+  return *this;
+}
+
+JsonObject& JsonObject::add(const std::string& key, const std::vector<int64_t>& values) {
+  add_raw(key, fmt::format("[{}]", fmt::join(values, ",")));
+  return *this;
+}
+
+JsonObject& JsonObject::add(const std::string& key, const JsonObject& value) {
+  add_raw(key, value.str());
+  return *this;
+}
+
+std::string JsonObject::str() const {
+  std::string out = "{";
+  for (size_t i = 0; i < fields_.size(); ++i) {
+    if (i > 0) out += ",";
+    out += json_quote(fields_[i].first) + ":" + fields_[i].second;
+  }
+  return out + "}";
+}
+
+}  // namespace autoloco

@@ -1,0 +1,33 @@
+// A minimal JSON object writer for metrics lines and summaries (flat or nested objects of
+// numbers, strings, booleans and number arrays). Keys keep insertion order.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace autoloco {
+
+class JsonObject {
+ public:
+  JsonObject& add(const std::string& key, double value);
+  JsonObject& add(const std::string& key, int64_t value);
+  JsonObject& add(const std::string& key, int value) { return add(key, int64_t{value}); }
+  JsonObject& add(const std::string& key, bool value);
+  JsonObject& add(const std::string& key, const std::string& value);
+  JsonObject& add(const std::string& key, const char* value) { return add(key, std::string(value)); }
+  JsonObject& add(const std::string& key, const std::vector<int64_t>& values);
+  JsonObject& add(const std::string& key, const JsonObject& value);
+
+  // One line, no trailing newline: suitable for .jsonl.
+  std::string str() const;
+
+ private:
+  void add_raw(const std::string& key, std::string encoded);
+  std::vector<std::pair<std::string, std::string>> fields_;
+};
+
+// Quotes and escapes a string as a JSON string literal.
+std::string json_quote(const std::string& text);
+
+}  // namespace autoloco

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Installs what autoloco needs on Debian 12 (idempotent), then configures and builds.
+#   scripts/setup.sh [PRESET]        PRESET: release (default), ci, debug, asan
+# Packages are installed only when missing; as root or through sudo. Nothing outside the
+# system package manager is fetched.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+preset=${1:-release}   # "none": install packages only
+
+packages=(
+  cmake ninja-build g++ pkg-config
+  libtorch-dev libopenblas0-pthread          # Debian's LibTorch (CPU) + a real BLAS (~9x faster)
+  libopenmpi-dev openmpi-bin                 # launch and communication
+  libhdf5-dev libyaml-cpp-dev libfmt-dev catch2
+  python3 python3-venv python3-numpy python3-matplotlib python3-h5py python3-yaml  # scripts
+  python3-doc                                # the default corpus (Python docs, reST sources)
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}" >&2
+  sudo_cmd=()
+  if [[ $(id -u) -ne 0 ]]; then
+    command -v sudo >/dev/null || { echo "setup: need root or sudo to install: ${missing[*]}" >&2; exit 1; }
+    sudo_cmd=(sudo)
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo_cmd[@]}" apt-get update -qq
+  "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# Debian's LibTorch calls whatever libblas.so.3 is: make sure it is OpenBLAS, not the reference.
+blas=$(update-alternatives --query libblas.so.3-x86_64-linux-gnu 2>/dev/null | awk '/^Value:/{print $2}')
+if [[ -n "$blas" && "$blas" != *openblas* ]]; then
+  echo "setup: warning: libblas.so.3 points at $blas, not OpenBLAS; training will be slow" >&2
+fi
+
+[[ "$preset" == none ]] && exit 0
+cmake --preset "$preset" >/dev/null
+cmake --build --preset "$preset" -- -j"$(nproc)"
+echo "setup: built build/$preset" >&2

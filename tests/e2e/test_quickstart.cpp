@@ -1,0 +1,90 @@
+// End to end: text files -> autoloco-prepare -> autoloco-train under mpiexec -> run directory,
+// with the eval loss below 60% of the val split's unigram byte entropy.
+#include <catch2/catch.hpp>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include "../support/tiny_corpus.hpp"
+
+namespace {
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+double json_number(const std::string& json, const std::string& key) {
+  std::smatch m;
+  const std::regex re("\"" + key + "\":(-?[0-9.eE+-]+)");
+  REQUIRE(std::regex_search(json, m, re));
+  return std::stod(m[1].str());
+}
+
+int run(const std::string& command) {
+  INFO(command);
+  return std::system(command.c_str());
+}
+
+}  // namespace
+
+TEST_CASE("e2e: tiny quickstart from text to eval loss below 60% of the unigram entropy",
+          "[e2e]") {
+  const std::string dir = autoloco::test::temp_dir("e2e");
+  std::filesystem::create_directories(dir + "/text/sub");
+  for (int f = 0; f < 6; ++f) {
+    std::ofstream(dir + "/text/" + (f % 2 ? "sub/" : "") + "doc" + std::to_string(f) + ".txt")
+        << autoloco::test::tiny_text(700, f);
+  }
+  REQUIRE(run(std::string(AUTOLOCO_PREPARE_EXE) + " --out " + dir + "/data --val-fraction 0.2 " +
+              dir + "/text > " + dir + "/prepare.log 2>&1") == 0);
+  const double entropy = json_number(slurp(dir + "/data/prepare.json"), "val_unigram_entropy_nats");
+  CHECK(entropy > 2.0);
+
+  const std::string config = std::string(AUTOLOCO_SOURCE_DIR) + "/configs/quickstart.yaml";
+  const std::string train = std::string(AUTOLOCO_MPIEXEC) +
+                            " -n 2 --oversubscribe --allow-run-as-root --bind-to none " +
+                            AUTOLOCO_TRAIN_EXE + " " + config +
+                            " --set model.n_layer=2 --set model.d_model=64 --set model.n_head=2"
+                            " --set model.seq_len=64 --set run.steps=120 --set run.eval_every=60"
+                            " --set run.log_every=20 --set inner.warmup_steps=10"
+                            " --set inner.lr=0.01 --set data.batch_size=8"
+                            " --set data.train=" + dir + "/data/train_*.bin"
+                            " --set data.val=" + dir + "/data/val_*.bin"
+                            " --set run.out_dir=" + dir + "/runs --set run.name=e2e"
+                            " --set topology.ranks_per_dc=2 > " + dir + "/train.log 2>&1";
+  REQUIRE(run(train) == 0);
+  const std::string summary = slurp(dir + "/runs/e2e/summary.json");
+  const double eval_loss = json_number(summary, "final_eval_loss");
+  INFO("eval loss " << eval_loss << ", unigram entropy " << entropy << "\n" << summary);
+  CHECK(json_number(summary, "steps") == 120);
+  CHECK(eval_loss <= 0.6 * entropy);
+  CHECK(std::filesystem::exists(dir + "/runs/e2e/config.yaml"));
+
+  // The run directory is never overwritten: the same run name again is refused.
+  CHECK(run(train) != 0);
+  CHECK(slurp(dir + "/runs/e2e/summary.json") == summary);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("e2e: a config error stops every rank before any work and names the key", "[e2e]") {
+  const std::string dir = autoloco::test::temp_dir("e2e-bad");
+  const std::string config = std::string(AUTOLOCO_SOURCE_DIR) + "/configs/quickstart.yaml";
+  const std::string log = dir + "/train.log";
+  const int code = run(std::string(AUTOLOCO_MPIEXEC) +
+                       " -n 2 --oversubscribe --allow-run-as-root " + AUTOLOCO_TRAIN_EXE + " " +
+                       config + " --set inner.lrr=0.1 --set run.out_dir=" + dir + "/runs > " + log +
+                       " 2>&1");
+  CHECK(code != 0);
+  const std::string text = slurp(log);
+  CHECK(text.find("inner.lrr") != std::string::npos);
+  CHECK(text.find("did you mean 'inner.lr'") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(dir + "/runs"));
+  std::filesystem::remove_all(dir);
+}

@@ -1,0 +1,56 @@
+// The MPI backend of the Communicator seam: sums, gathers and broadcasts of flat buffers.
+#include <catch2/catch.hpp>
+#include <mpi.h>
+
+#include <numeric>
+#include <vector>
+
+#include "autoloco/comm/mpi_communicator.hpp"
+#include "autoloco/comm/topology.hpp"
+#include "autoloco/util/error.hpp"
+
+using namespace autoloco;
+
+TEST_CASE("mpi communicator: allreduce_sum, allgather, broadcast", "[np=3][comm]") {
+  MpiCommunicator comm(MPI_COMM_WORLD);
+  const int r = comm.rank();
+  const int n = comm.size();
+
+  std::vector<float> f(1001);
+  std::iota(f.begin(), f.end(), static_cast<float>(r));
+  comm.allreduce_sum(f.data(), f.size());
+  for (size_t i = 0; i < f.size(); i += 100) {
+    CHECK(f[i] == static_cast<float>(n * static_cast<int>(i) + n * (n - 1) / 2));
+  }
+
+  double d[2] = {1.0 * r, 2.0};
+  comm.allreduce_sum(d, 2);
+  CHECK(d[0] == Approx(n * (n - 1) / 2.0));
+  CHECK(d[1] == Approx(2.0 * n));
+
+  std::vector<int64_t> mine = {r, 10 * r};
+  std::vector<int64_t> all(2 * static_cast<size_t>(n));
+  comm.allgather(mine.data(), all.data(), 2, DType::i64);
+  for (int k = 0; k < n; ++k) {
+    CHECK(all[2 * static_cast<size_t>(k)] == k);
+    CHECK(all[2 * static_cast<size_t>(k) + 1] == 10 * k);
+  }
+
+  std::vector<float> b(5, static_cast<float>(r));
+  comm.broadcast(b.data(), b.size(), DType::f32, n - 1);
+  CHECK(b[4] == static_cast<float>(n - 1));
+  comm.barrier();
+}
+
+TEST_CASE("topology: dc and member from world rank and ranks_per_dc", "[np=4][comm]") {
+  const Topology t = Topology::from_world(MPI_COMM_WORLD, 2);
+  CHECK(t.num_dcs == 2);
+  CHECK(t.dc == t.world_rank / 2);
+  CHECK(t.member == t.world_rank % 2);
+  CHECK(ranks_on_host(MPI_COMM_WORLD) == 4);
+  // The split communicator of a dc holds exactly its members, in member order.
+  MpiCommunicator intra(MPI_COMM_WORLD, t.dc, t.member);
+  CHECK(intra.size() == 2);
+  CHECK(intra.rank() == t.member);
+  CHECK_THROWS_AS(Topology::from_world(MPI_COMM_WORLD, 3), ConfigError);
+}

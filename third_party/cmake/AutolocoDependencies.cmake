@@ -1,0 +1,42 @@
+# Finds the external packages (all from the system or a user prefix; no vendored sources).
+# Torch: Debian's libtorch-dev (1.13, CPU) or LibTorch 2.x with CUDA; point CMAKE_PREFIX_PATH
+# at an unpacked libtorch or at the torch wheel's `torch.utils.cmake_prefix_path`.
+find_package(Threads REQUIRED)
+find_package(MPI REQUIRED COMPONENTS C)
+find_package(HDF5 REQUIRED COMPONENTS C)
+find_package(yaml-cpp REQUIRED)
+find_package(fmt REQUIRED)
+
+# The torch wheel's CMake config looks for CUDA itself when torch was built with it. Its
+# caffe2::mkl target would add -L/-rpath for an unset MKL_ROOT (MKL is static in the wheel).
+if(NOT TARGET caffe2::mkl)
+  add_library(caffe2::mkl INTERFACE IMPORTED)
+endif()
+find_package(Torch REQUIRED)
+if(NOT DEFINED Torch_VERSION AND DEFINED TORCH_VERSION)
+  set(Torch_VERSION ${TORCH_VERSION})
+endif()
+
+set(AUTOLOCO_HAVE_CUDA OFF)
+if(NOT AUTOLOCO_CUDA STREQUAL "OFF")
+  find_package(CUDAToolkit QUIET)
+  find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} ENV NCCL_HOME
+            PATH_SUFFIXES include)
+  find_library(NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} ENV NCCL_HOME
+               PATH_SUFFIXES lib lib64)
+  if(CUDAToolkit_FOUND AND NCCL_INCLUDE_DIR AND NCCL_LIBRARY)
+    set(AUTOLOCO_HAVE_CUDA ON)
+    add_library(autoloco_nccl INTERFACE)
+    target_include_directories(autoloco_nccl SYSTEM INTERFACE ${NCCL_INCLUDE_DIR})
+    target_link_libraries(autoloco_nccl INTERFACE ${NCCL_LIBRARY} CUDA::cudart)
+  elseif(AUTOLOCO_CUDA STREQUAL "ON")
+    message(FATAL_ERROR "AUTOLOCO_CUDA=ON but CUDA (${CUDAToolkit_FOUND}) or NCCL "
+                        "(${NCCL_INCLUDE_DIR}, ${NCCL_LIBRARY}) was not found; set CUDAToolkit_ROOT "
+                        "or NCCL_HOME, or configure with -DAUTOLOCO_CUDA=OFF")
+  endif()
+endif()
+
+if(AUTOLOCO_BUILD_TESTS)
+  find_package(Catch2 REQUIRED)
+  include(Catch)
+endif()
