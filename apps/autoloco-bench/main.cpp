@@ -1,5 +1,6 @@
 // autoloco-bench: performance measurements that print JSON.
-//   autoloco-bench --throughput [CONFIG.yaml] [--set k=v ...] [--steps N] [--warmup N] [--repeats R]
+//   autoloco-bench --throughput [CONFIG.yaml] [--set k=v ...] [--steps N] [--warmup N] [--repeats
+//   R]
 // --throughput runs the Trainer's inner step and a plain LibTorch loop (same model, batch,
 // threads, torch::optim::AdamW, clipping) in one process on synthetic tokens, alternating the
 // two R times, and reports the best tokens/s of each and their ratio (trainer / plain).
@@ -91,9 +92,11 @@ std::string write_synthetic_shard(const std::string& dir, int64_t vocab) {
 }
 
 double time_trainer(Trainer& trainer, int64_t warmup, int64_t steps) {
-  for (int64_t i = 0; i < warmup; ++i) trainer.train_step();
+  for (int64_t i = 0; i < warmup; ++i)
+    trainer.train_step();
   Timer t;
-  for (int64_t i = 0; i < steps; ++i) trainer.train_step();
+  for (int64_t i = 0; i < steps; ++i)
+    trainer.train_step();
   return t.seconds();
 }
 
@@ -109,9 +112,11 @@ class PlainLoop {
                                        .eps(c.inner.eps)) {}
 
   double time(int64_t warmup, int64_t steps) {
-    for (int64_t i = 0; i < warmup; ++i) step();
+    for (int64_t i = 0; i < warmup; ++i)
+      step();
     Timer t;
-    for (int64_t i = 0; i < steps; ++i) step();
+    for (int64_t i = 0; i < steps; ++i)
+      step();
     return t.seconds();
   }
 
@@ -138,7 +143,7 @@ class PlainLoop {
   void step() {
     optimizer_.zero_grad();
     Batch b = stream_.next();
-    torch::Tensor l = loss(model_->forward(b.inputs), b.targets);
+    torch::Tensor l = lm_loss(model_->forward(b.inputs), b.targets);
     l.backward();
     torch::nn::utils::clip_grad_norm_(model_->parameters(), config_.inner.grad_clip);
     const double lr = inner_lr(config_.inner, step_++, config_.run.steps);
@@ -156,9 +161,9 @@ class PlainLoop {
 };
 
 int throughput(const Args& args) {
-  const std::string dir = (std::filesystem::temp_directory_path() /
-                           ("autoloco-bench-" + std::to_string(::getpid())))
-                              .string();
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / ("autoloco-bench-" + std::to_string(::getpid())))
+          .string();
   std::vector<std::string> overrides = args.overrides;
   Config probe = args.config_path.empty() ? parse_config("", overrides)
                                           : load_config(args.config_path, overrides);
@@ -178,7 +183,8 @@ int throughput(const Args& args) {
   double best_trainer = 1e300, best_plain = 1e300;
   for (int64_t r = 0; r < args.repeats; ++r) {
     best_plain = std::min(best_plain, plain.time(r == 0 ? args.warmup : 0, args.steps));
-    best_trainer = std::min(best_trainer, time_trainer(trainer, r == 0 ? args.warmup : 0, args.steps));
+    best_trainer =
+        std::min(best_trainer, time_trainer(trainer, r == 0 ? args.warmup : 0, args.steps));
   }
   const double tokens = static_cast<double>(args.steps * trainer.tokens_per_step());
   const double trainer_tps = tokens / best_trainer;

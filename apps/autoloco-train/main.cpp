@@ -51,8 +51,8 @@ Args parse_args(int argc, char** argv) {
     } else if (a.config_path.empty()) {
       a.config_path = arg;
     } else {
-      throw autoloco::ConfigError("more than one config file given ('" + a.config_path +
-                                  "' and '" + arg + "')");
+      throw autoloco::ConfigError("more than one config file given ('" + a.config_path + "' and '" +
+                                  arg + "')");
     }
   }
   if (!a.help && !a.config_reference && a.config_path.empty()) {

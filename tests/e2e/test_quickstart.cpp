@@ -1,7 +1,7 @@
 // End to end: text files -> autoloco-prepare -> autoloco-train under mpiexec -> run directory,
 // with the eval loss below 60% of the val split's unigram byte entropy.
-#include <catch2/catch.hpp>
 #include <unistd.h>
+#include <catch2/catch.hpp>
 
 #include <cstdlib>
 #include <filesystem>
@@ -34,8 +34,7 @@ int run(const std::string& command) {
 
 }  // namespace
 
-TEST_CASE("e2e: tiny quickstart from text to eval loss below 60% of the unigram entropy",
-          "[e2e]") {
+TEST_CASE("e2e: tiny quickstart from text to eval loss below 60% of the unigram entropy", "[e2e]") {
   const std::string dir = autoloco::test::temp_dir("e2e");
   std::filesystem::create_directories(dir + "/text/sub");
   for (int f = 0; f < 6; ++f) {
@@ -55,10 +54,17 @@ TEST_CASE("e2e: tiny quickstart from text to eval loss below 60% of the unigram 
                             " --set model.seq_len=64 --set run.steps=120 --set run.eval_every=60"
                             " --set run.log_every=20 --set inner.warmup_steps=10"
                             " --set inner.lr=0.01 --set data.batch_size=8"
-                            " --set data.train=" + dir + "/data/train_*.bin"
-                            " --set data.val=" + dir + "/data/val_*.bin"
-                            " --set run.out_dir=" + dir + "/runs --set run.name=e2e"
-                            " --set topology.ranks_per_dc=2 > " + dir + "/train.log 2>&1";
+                            " --set data.train=" +
+                            dir +
+                            "/data/train_*.bin"
+                            " --set data.val=" +
+                            dir +
+                            "/data/val_*.bin"
+                            " --set run.out_dir=" +
+                            dir +
+                            "/runs --set run.name=e2e"
+                            " --set topology.ranks_per_dc=2 > " +
+                            dir + "/train.log 2>&1";
   REQUIRE(run(train) == 0);
   const std::string summary = slurp(dir + "/runs/e2e/summary.json");
   const double eval_loss = json_number(summary, "final_eval_loss");
@@ -77,10 +83,10 @@ TEST_CASE("e2e: a config error stops every rank before any work and names the ke
   const std::string dir = autoloco::test::temp_dir("e2e-bad");
   const std::string config = std::string(AUTOLOCO_SOURCE_DIR) + "/configs/quickstart.yaml";
   const std::string log = dir + "/train.log";
-  const int code = run(std::string(AUTOLOCO_MPIEXEC) +
-                       " -n 2 --oversubscribe --allow-run-as-root " + AUTOLOCO_TRAIN_EXE + " " +
-                       config + " --set inner.lrr=0.1 --set run.out_dir=" + dir + "/runs > " + log +
-                       " 2>&1");
+  const int code =
+      run(std::string(AUTOLOCO_MPIEXEC) + " -n 2 --oversubscribe --allow-run-as-root " +
+          AUTOLOCO_TRAIN_EXE + " " + config + " --set inner.lrr=0.1 --set run.out_dir=" + dir +
+          "/runs > " + log + " 2>&1");
   CHECK(code != 0);
   const std::string text = slurp(log);
   CHECK(text.find("inner.lrr") != std::string::npos);

@@ -3,8 +3,8 @@
 // LibTorch first: Debian's LibTorch pulls in glog, whose CHECK would replace Catch's.
 #include <torch/torch.h>
 #define CATCH_CONFIG_RUNNER
-#include <catch2/catch.hpp>
 #include <mpi.h>
+#include <catch2/catch.hpp>
 
 #include "autoloco/util/log.hpp"
 

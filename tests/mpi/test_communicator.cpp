@@ -1,6 +1,6 @@
 // The MPI backend of the Communicator seam: sums, gathers and broadcasts of flat buffers.
-#include <catch2/catch.hpp>
 #include <mpi.h>
+#include <catch2/catch.hpp>
 
 #include <numeric>
 #include <vector>
@@ -11,7 +11,7 @@
 
 using namespace autoloco;
 
-TEST_CASE("mpi communicator: allreduce_sum, allgather, broadcast", "[np=3][comm]") {
+TEST_CASE("mpi communicator: allreduce_sum and allgather and broadcast", "[np=3][comm]") {
   MpiCommunicator comm(MPI_COMM_WORLD);
   const int r = comm.rank();
   const int n = comm.size();

@@ -2,8 +2,8 @@
 // LibTorch first: Debian's LibTorch pulls in glog, whose CHECK would replace Catch's.
 #include "autoloco/train/trainer.hpp"
 
-#include <catch2/catch.hpp>
 #include <mpi.h>
+#include <catch2/catch.hpp>
 
 #include <cstring>
 #include <filesystem>
@@ -15,20 +15,28 @@ using namespace autoloco;
 
 namespace {
 
-// Rank 0 writes the corpus, the others wait for it; every rank gets the same path.
-std::string shared_corpus(const std::string& tag) {
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  // The directory name must be the same on every rank: use rank 0's pid.
-  int pid = rank == 0 ? static_cast<int>(::getpid()) : 0;
-  MPI_Bcast(&pid, 1, MPI_INT, 0, MPI_COMM_WORLD);
-  const std::string dir = (std::filesystem::temp_directory_path() /
-                           ("autoloco-mpi-" + tag + "-" + std::to_string(pid)))
-                              .string();
-  if (rank == 0) test::write_tiny_corpus(dir);
-  MPI_Barrier(MPI_COMM_WORLD);
-  return dir;
-}
+// Rank 0 writes the corpus into a directory named after its pid (the same path on every rank)
+// and removes it when the test ends.
+struct SharedCorpus {
+  std::string dir;
+  explicit SharedCorpus(const std::string& tag) {
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    int pid = rank == 0 ? static_cast<int>(::getpid()) : 0;
+    MPI_Bcast(&pid, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    dir = (std::filesystem::temp_directory_path() /
+           ("autoloco-mpi-" + tag + "-" + std::to_string(pid)))
+              .string();
+    if (rank == 0) test::write_tiny_corpus(dir);
+    MPI_Barrier(MPI_COMM_WORLD);
+  }
+  ~SharedCorpus() {
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0) std::filesystem::remove_all(dir);
+  }
+};
 
 bool identical_on_all_ranks(const torch::Tensor& t) {
   int size = 1;
@@ -48,9 +56,10 @@ bool identical_on_all_ranks(const torch::Tensor& t) {
 }  // namespace
 
 TEST_CASE("single dc: replicas stay bitwise identical after every step", "[np=2][single_dc]") {
-  const std::string dir = shared_corpus("replicas");
+  const SharedCorpus corpus("replicas");
   int size = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const std::string& dir = corpus.dir;
   Config config = test::tiny_config(dir, dir + "/runs");
   config.topology.ranks_per_dc = size;
   Trainer trainer(config, MPI_COMM_WORLD, {false, false});
@@ -62,11 +71,12 @@ TEST_CASE("single dc: replicas stay bitwise identical after every step", "[np=2]
   }
 }
 
-TEST_CASE("single dc: members read different data, so their local losses differ",
+TEST_CASE("single dc: members read different data so their local losses differ",
           "[np=2][single_dc]") {
-  const std::string dir = shared_corpus("streams");
+  const SharedCorpus corpus("streams");
   int size = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const std::string& dir = corpus.dir;
   Config config = test::tiny_config(dir, dir + "/runs");
   config.topology.ranks_per_dc = size;
   Trainer trainer(config, MPI_COMM_WORLD, {false, false});
@@ -79,9 +89,10 @@ TEST_CASE("single dc: members read different data, so their local losses differ"
 }
 
 TEST_CASE("single dc: the training and eval loss fall", "[np=2][single_dc]") {
-  const std::string dir = shared_corpus("falls");
+  const SharedCorpus corpus("falls");
   int size = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const std::string& dir = corpus.dir;
   Config config = test::tiny_config(dir, dir + "/runs");
   config.topology.ranks_per_dc = size;
   Trainer trainer(config, MPI_COMM_WORLD, {false, false});
@@ -104,11 +115,12 @@ TEST_CASE("single dc: the training and eval loss fall", "[np=2][single_dc]") {
 
 TEST_CASE("single dc: train() writes metrics and a summary into the run directory",
           "[np=2][single_dc]") {
-  const std::string dir = shared_corpus("rundir");
+  const SharedCorpus corpus("rundir");
   int size = 1;
   int rank = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  const std::string& dir = corpus.dir;
   Config config = test::tiny_config(dir, dir + "/runs");
   config.topology.ranks_per_dc = size;
   config.run.steps = 20;
@@ -124,7 +136,8 @@ TEST_CASE("single dc: train() writes metrics and a summary into the run director
     CHECK(std::filesystem::exists(run + "/summary.json"));
     std::ifstream metrics(run + "/metrics.jsonl");
     int lines = 0;
-    for (std::string line; std::getline(metrics, line);) ++lines;
+    for (std::string line; std::getline(metrics, line);)
+      ++lines;
     CHECK(lines == 2 + 2);  // train lines at steps 10, 20; eval lines at 10, 20
     // The saved config is the effective one and loads back.
     CHECK(to_yaml(load_config(run + "/config.yaml")) == to_yaml(config));

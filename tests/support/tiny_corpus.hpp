@@ -46,13 +46,12 @@ inline std::string write_tiny_corpus(const std::string& dir) {
 }
 
 inline Config tiny_config(const std::string& data_dir, const std::string& out_dir) {
-  return parse_config("", {"model.n_layer=2", "model.n_head=2", "model.d_model=32",
-                           "model.seq_len=32", "data.batch_size=4",
-                           "data.train=" + data_dir + "/train_*.bin",
-                           "data.val=" + data_dir + "/val_*.bin", "run.steps=40",
-                           "run.eval_every=0", "run.eval_batches=4", "run.log_every=10",
-                           "inner.warmup_steps=5", "inner.lr=0.01", "run.out_dir=" + out_dir,
-                           "run.threads=1"});
+  return parse_config(
+      "", {"model.n_layer=2", "model.n_head=2", "model.d_model=32", "model.seq_len=32",
+           "data.batch_size=4", "data.train=" + data_dir + "/train_*.bin",
+           "data.val=" + data_dir + "/val_*.bin", "run.steps=40", "run.eval_every=0",
+           "run.eval_batches=4", "run.log_every=10", "inner.warmup_steps=5", "inner.lr=0.01",
+           "run.out_dir=" + out_dir, "run.threads=1"});
 }
 
 // A fresh, empty directory under the system temp dir, unique per process.

@@ -47,7 +47,15 @@ GPT seeded_model(const ModelConfig& c) {
 }
 
 void backward(GPT& model, const Batch& b) {
-  autoloco::loss(model->forward(b.idx), b.targets).backward();
+  autoloco::lm_loss(model->forward(b.idx), b.targets).backward();
+}
+
+// By value: named_parameters() returns a temporary dict, so a reference into it would dangle.
+torch::Tensor param(GPT& model, const std::string& name) {
+  const auto params = model->named_parameters();
+  const auto* p = params.find(name);
+  REQUIRE(p != nullptr);
+  return *p;
 }
 
 const char* address(const torch::Tensor& t) {
@@ -93,7 +101,7 @@ TEST_CASE("FlatParams shares values with the module", "[optim]") {
   CHECK(torch::equal(model->forward(batch.idx).detach(), reference));
 
   for (const auto& s : flat.slices()) {
-    const auto& p = *model->named_parameters().find(s.name);
+    const auto p = param(model, s.name);
     INFO(s.name);
     CHECK(address(p) == address(flat.values()) + s.offset * 4);
   }
@@ -122,7 +130,7 @@ TEST_CASE("FlatParams gradients accumulate in place in the flat buffer", "[optim
   const auto first = flat.grads().clone();
   CHECK(first.norm().item<double>() > 0.0);
   for (const auto& s : flat.slices()) {
-    const auto& p = *model->named_parameters().find(s.name);
+    const auto p = param(model, s.name);
     INFO(s.name);
     CHECK(torch::equal(p.grad().reshape({-1}), first.narrow(0, s.offset, s.numel)));
   }
@@ -187,7 +195,7 @@ TEST_CASE("FlatAdamW matches torch::optim::AdamW with decay on matrices only", "
   }
   CHECK(adamw.step_count() == 5);
   for (const auto& item : theirs->named_parameters()) {
-    const auto& mine = *ours->named_parameters().find(item.key());
+    const auto mine = param(ours, item.key());
     const double diff = (mine - item.value()).abs().max().item<double>();
     const double scale = item.value().abs().max().item<double>();
     INFO(item.key() << " max diff " << diff << " scale " << scale);
@@ -230,7 +238,7 @@ TEST_CASE("clip_grad_norm matches torch::nn::utils::clip_grad_norm_", "[optim]")
   CHECK(norm == Approx(torch_norm).epsilon(1e-5));
   CHECK(flat.grads().norm().item<double>() == Approx(max_norm).epsilon(1e-4));
   for (const auto& item : theirs->named_parameters()) {
-    const auto& mine = *ours->named_parameters().find(item.key());
+    const auto mine = param(ours, item.key());
     INFO(item.key());
     CHECK(torch::allclose(mine.grad(), item.value().grad(), 1e-5, 1e-8));
   }

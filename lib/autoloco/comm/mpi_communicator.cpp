@@ -25,19 +25,26 @@ int checked_count(size_t count) {
 
 size_t dtype_size(DType t) {
   switch (t) {
-    case DType::f32: return 4;
-    case DType::f64: return 8;
-    case DType::i64: return 8;
-    case DType::bf16: return 2;
+    case DType::f32:
+      return 4;
+    case DType::f64:
+      return 8;
+    case DType::i64:
+      return 8;
+    case DType::bf16:
+      return 2;
   }
   return 0;
 }
 
 MPI_Datatype mpi_type(DType t) {
   switch (t) {
-    case DType::f32: return MPI_FLOAT;
-    case DType::f64: return MPI_DOUBLE;
-    case DType::i64: return MPI_INT64_T;
+    case DType::f32:
+      return MPI_FLOAT;
+    case DType::f64:
+      return MPI_DOUBLE;
+    case DType::i64:
+      return MPI_INT64_T;
     case DType::bf16:
       throw CommError("MPI has no bf16 sum: widen to f32 before an MPI reduction");
   }
@@ -71,14 +78,14 @@ void MpiCommunicator::allreduce_sum(void* data, size_t count, DType type) {
   const size_t elem = dtype_size(type);
   for (size_t done = 0; done < count; done += kMaxChunk) {
     const size_t n = std::min(kMaxChunk, count - done);
-    AUTOLOCO_MPI(MPI_Allreduce(MPI_IN_PLACE, bytes + done * elem, checked_count(n),
-                               mpi_type(type), MPI_SUM, comm_));
+    AUTOLOCO_MPI(MPI_Allreduce(MPI_IN_PLACE, bytes + done * elem, checked_count(n), mpi_type(type),
+                               MPI_SUM, comm_));
   }
 }
 
 void MpiCommunicator::allgather(const void* send, void* recv, size_t count, DType type) {
-  AUTOLOCO_MPI(MPI_Allgather(send, checked_count(count), mpi_type(type), recv,
-                             checked_count(count), mpi_type(type), comm_));
+  AUTOLOCO_MPI(MPI_Allgather(send, checked_count(count), mpi_type(type), recv, checked_count(count),
+                             mpi_type(type), comm_));
 }
 
 void MpiCommunicator::broadcast(void* data, size_t count, DType type, int root) {
@@ -91,6 +98,8 @@ void MpiCommunicator::broadcast(void* data, size_t count, DType type, int root) 
   }
 }
 
-void MpiCommunicator::barrier() { AUTOLOCO_MPI(MPI_Barrier(comm_)); }
+void MpiCommunicator::barrier() {
+  AUTOLOCO_MPI(MPI_Barrier(comm_));
+}
 
 }  // namespace autoloco

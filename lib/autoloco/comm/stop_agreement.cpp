@@ -4,7 +4,9 @@
 
 namespace autoloco {
 
-StopAgreement::StopAgreement(MPI_Comm comm) { AUTOLOCO_MPI(MPI_Comm_dup(comm, &comm_)); }
+StopAgreement::StopAgreement(MPI_Comm comm) {
+  AUTOLOCO_MPI(MPI_Comm_dup(comm, &comm_));
+}
 
 StopAgreement::~StopAgreement() {
   int finalized = 0;

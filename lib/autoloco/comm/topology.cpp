@@ -1,6 +1,7 @@
 #include "autoloco/comm/topology.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <vector>
 

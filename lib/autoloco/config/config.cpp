@@ -1,6 +1,7 @@
 #include "autoloco/config/config.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -15,12 +16,24 @@
 namespace autoloco {
 namespace {
 
-const char* type_name(const int64_t&) { return "integer"; }
-const char* type_name(const double&) { return "number"; }
-[[maybe_unused]] const char* type_name(const bool&) { return "boolean"; }
-const char* type_name(const std::string&) { return "string"; }
-const char* type_name(const std::vector<double>&) { return "list of numbers"; }
-const char* type_name(const std::vector<std::string>&) { return "list of strings"; }
+const char* type_name(const int64_t&) {
+  return "integer";
+}
+const char* type_name(const double&) {
+  return "number";
+}
+[[maybe_unused]] const char* type_name(const bool&) {
+  return "boolean";
+}
+const char* type_name(const std::string&) {
+  return "string";
+}
+const char* type_name(const std::vector<double>&) {
+  return "list of numbers";
+}
+const char* type_name(const std::vector<std::string>&) {
+  return "list of strings";
+}
 
 std::string describe(const YAML::Node& node) {
   if (node.IsScalar()) return fmt::format("'{}'", node.Scalar());
@@ -32,14 +45,14 @@ std::string describe(const YAML::Node& node) {
 template <class T>
 T scalar_as(const YAML::Node& node, const std::string& key, const char* expected) {
   if (!node.IsScalar()) {
-    throw ConfigError(fmt::format("config key {}: expected {}, got {}", key, expected,
-                                  describe(node)));
+    throw ConfigError(
+        fmt::format("config key {}: expected {}, got {}", key, expected, describe(node)));
   }
   try {
     return node.as<T>();
   } catch (const YAML::Exception&) {
-    throw ConfigError(fmt::format("config key {}: expected {}, got {}", key, expected,
-                                  describe(node)));
+    throw ConfigError(
+        fmt::format("config key {}: expected {}, got {}", key, expected, describe(node)));
   }
 }
 
@@ -57,8 +70,8 @@ void read_value(const YAML::Node& n, const std::string& key, std::string& out) {
 }
 void read_value(const YAML::Node& n, const std::string& key, std::vector<double>& out) {
   if (!n.IsSequence()) {
-    throw ConfigError(fmt::format("config key {}: expected a list of numbers, got {}", key,
-                                  describe(n)));
+    throw ConfigError(
+        fmt::format("config key {}: expected a list of numbers, got {}", key, describe(n)));
   }
   out.clear();
   for (size_t i = 0; i < n.size(); ++i) {
@@ -106,14 +119,18 @@ struct Loader {
   }
 };
 
-std::string format_value(const int64_t& v) { return fmt::format("{}", v); }
+std::string format_value(const int64_t& v) {
+  return fmt::format("{}", v);
+}
 std::string format_value(const double& v) {
   std::string s = fmt::format("{}", v);
   // Keep a decimal point or exponent so the value reads back as a number, not an integer.
   if (s.find_first_of(".eEn") == std::string::npos) s += ".0";
   return s;
 }
-[[maybe_unused]] std::string format_value(const bool& v) { return v ? "true" : "false"; }
+[[maybe_unused]] std::string format_value(const bool& v) {
+  return v ? "true" : "false";
+}
 std::string format_value(const std::string& v) {
   YAML::Emitter e;
   e << YAML::DoubleQuoted << v;
@@ -121,12 +138,14 @@ std::string format_value(const std::string& v) {
 }
 std::string format_value(const std::vector<double>& v) {
   std::vector<std::string> items;
-  for (double x : v) items.push_back(format_value(x));
+  for (double x : v)
+    items.push_back(format_value(x));
   return fmt::format("[{}]", fmt::join(items, ", "));
 }
 std::string format_value(const std::vector<std::string>& v) {
   std::vector<std::string> items;
-  for (const auto& x : v) items.push_back(format_value(x));
+  for (const auto& x : v)
+    items.push_back(format_value(x));
   return fmt::format("[{}]", fmt::join(items, ", "));
 }
 
@@ -183,7 +202,8 @@ void check_known_keys(const YAML::Node& root, const std::string& origin) {
   }
   const std::vector<std::string> keys = config_keys();
   std::set<std::string> sections;
-  for (const auto& k : keys) sections.insert(k.substr(0, k.find('.')));
+  for (const auto& k : keys)
+    sections.insert(k.substr(0, k.find('.')));
   for (const auto& entry : root) {
     const std::string section = entry.first.as<std::string>();
     if (!sections.count(section)) {
@@ -245,7 +265,8 @@ Config parse_config(const std::string& yaml_text, const std::vector<std::string>
   }
   if (!root || root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
   check_known_keys(root, origin);
-  for (const auto& o : overrides) apply_override(root, o);
+  for (const auto& o : overrides)
+    apply_override(root, o);
   Config config;
   Loader loader{root, {}};
   Config::visit(config, loader);

@@ -26,7 +26,8 @@ struct RunConfig {
     v("out_dir", s.out_dir, "directory that holds run directories");
     v("seed", s.seed, "seed of model init and of every rank's data stream");
     v("steps", s.steps, "total inner steps of the run");
-    v("eval_every", s.eval_every, "evaluate on the validation split every this many steps (0: only at the end)");
+    v("eval_every", s.eval_every,
+      "evaluate on the validation split every this many steps (0: only at the end)");
     v("eval_batches", s.eval_batches, "validation batches per evaluation, spread over the ranks");
     v("log_every", s.log_every, "write a metrics line and a progress line every this many steps");
     v("device", s.device, "cpu or cuda (cuda needs a CUDA build of LibTorch)");

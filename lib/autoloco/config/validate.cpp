@@ -1,5 +1,6 @@
 // Value and combination checks. Each message names the key and says what would be valid.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "autoloco/config/config.hpp"
 #include "autoloco/util/error.hpp"
@@ -66,11 +67,12 @@ void validate_inner(const InnerConfig& i) {
   require_one_of(i.schedule, {"cosine", "constant"}, "inner.schedule");
   require(i.min_lr_ratio >= 0.0 && i.min_lr_ratio <= 1.0, "inner.min_lr_ratio",
           fmt::format("must be in [0, 1], got {}", i.min_lr_ratio));
-  require(i.betas.size() == 2, "inner.betas",
-          fmt::format("must be a list of two numbers [beta1, beta2], got {} values",
-                      i.betas.size()));
+  require(
+      i.betas.size() == 2, "inner.betas",
+      fmt::format("must be a list of two numbers [beta1, beta2], got {} values", i.betas.size()));
   for (double b : i.betas) {
-    require(b >= 0.0 && b < 1.0, "inner.betas", fmt::format("each beta must be in [0, 1), got {}", b));
+    require(b >= 0.0 && b < 1.0, "inner.betas",
+            fmt::format("each beta must be in [0, 1), got {}", b));
   }
   require_positive(i.eps, "inner.eps");
   require_non_negative(i.weight_decay, "inner.weight_decay");
@@ -85,8 +87,6 @@ void validate(const Config& c) {
   validate_model(c.model);
   validate_data(c.data);
   validate_inner(c.inner);
-  require(c.inner.warmup_steps <= c.run.steps, "inner.warmup_steps",
-          fmt::format("({}) must not exceed run.steps ({})", c.inner.warmup_steps, c.run.steps));
 }
 
 void validate_world(const Config& c, int world_size) {

@@ -2,6 +2,7 @@
 #include "autoloco/data/prepare.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cerrno>

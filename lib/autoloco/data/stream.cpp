@@ -2,6 +2,7 @@
 #include "autoloco/data/stream.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <numeric>

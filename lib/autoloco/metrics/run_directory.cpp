@@ -42,8 +42,8 @@ RunDirectory RunDirectory::create(const std::string& out_dir, const std::string&
   }
   fs::create_directories(dir, ec);
   if (ec) {
-    throw ConfigError(fmt::format("config key run.out_dir: cannot create '{}': {}", dir.string(),
-                                  ec.message()));
+    throw ConfigError(
+        fmt::format("config key run.out_dir: cannot create '{}': {}", dir.string(), ec.message()));
   }
   return RunDirectory(dir.string());
 }

@@ -133,7 +133,7 @@ torch::Tensor GPTImpl::forward(const torch::Tensor& idx) {
   return torch::matmul(ln_f->forward(x), wte->weight.t());
 }
 
-torch::Tensor loss(const torch::Tensor& logits, const torch::Tensor& targets) {
+torch::Tensor lm_loss(const torch::Tensor& logits, const torch::Tensor& targets) {
   const int64_t vocab = logits.size(-1);
   return torch::nn::functional::cross_entropy(logits.reshape({-1, vocab}), targets.reshape({-1}));
 }

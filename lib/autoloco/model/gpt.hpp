@@ -80,7 +80,7 @@ class GPTImpl : public torch::nn::Module {
 TORCH_MODULE(GPT);
 
 // Mean cross-entropy in nats of logits [B, T, V] against targets int64 [B, T].
-torch::Tensor loss(const torch::Tensor& logits, const torch::Tensor& targets);
+torch::Tensor lm_loss(const torch::Tensor& logits, const torch::Tensor& targets);
 
 // Every trainable scalar, counted once (the tied head adds nothing).
 int64_t parameter_count(const GPT& model);

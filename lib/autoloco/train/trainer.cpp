@@ -56,8 +56,8 @@ Trainer::Trainer(const Config& config, MPI_Comm world, TrainerOptions options)
   set_threads();
 
   // Open data first: a missing shard should fail before anything is written.
-  train_data_ = std::make_unique<TokenDataset>(config_.data.train, config_.model.vocab_size,
-                                               "data.train");
+  train_data_ =
+      std::make_unique<TokenDataset>(config_.data.train, config_.model.vocab_size, "data.train");
   val_data_ =
       std::make_unique<TokenDataset>(config_.data.val, config_.model.vocab_size, "data.val");
   std::vector<size_t> subset;
@@ -73,8 +73,8 @@ Trainer::Trainer(const Config& config, MPI_Comm world, TrainerOptions options)
   model_->to(device_);
   params_ = std::make_unique<FlatParams>(*model_);
   // Every replica starts from world rank 0's parameters, whatever the ranks' RNGs did.
-  world_comm_->broadcast(params_->values().data_ptr<float>(),
-                         static_cast<size_t>(params_->numel()), DType::f32, 0);
+  world_comm_->broadcast(params_->values().data_ptr<float>(), static_cast<size_t>(params_->numel()),
+                         DType::f32, 0);
   const auto& in = config_.inner;
   optimizer_ = std::make_unique<FlatAdamW>(
       *params_, AdamWOptions{in.betas[0], in.betas[1], in.eps, in.weight_decay});
@@ -87,7 +87,9 @@ Trainer::Trainer(const Config& config, MPI_Comm world, TrainerOptions options)
   log_start();
 }
 
-Trainer::~Trainer() { stop_.drain(); }
+Trainer::~Trainer() {
+  stop_.drain();
+}
 
 void Trainer::set_threads() {
   int threads = static_cast<int>(config_.run.threads);
@@ -110,11 +112,11 @@ void Trainer::log_start() const {
             AUTOLOCO_VERSION, TORCH_VERSION, topo_.world_size, topo_.num_dcs, topo_.ranks_per_dc,
             device_.str(), torch::get_num_threads());
   log::info("{}", describe_layout(topo_, world_));
-  log::info("model: {} layers, {} heads, d_model {}, seq_len {}, vocab {} | {} params | {} "
-            "FLOPs/token",
-            m.n_layer, m.n_head, m.d_model, m.seq_len, m.vocab_size,
-            format_si(static_cast<double>(parameter_count(model_))),
-            format_si(flops_per_token(m)));
+  log::info(
+      "model: {} layers, {} heads, d_model {}, seq_len {}, vocab {} | {} params | {} "
+      "FLOPs/token",
+      m.n_layer, m.n_head, m.d_model, m.seq_len, m.vocab_size,
+      format_si(static_cast<double>(parameter_count(model_))), format_si(flops_per_token(m)));
   log::info("data: {} train tokens in {} shards, {} val tokens | {} tokens/step",
             format_si(static_cast<double>(train_data_->num_tokens())), train_data_->num_shards(),
             format_si(static_cast<double>(val_data_->num_tokens())), tokens_per_step());
@@ -140,7 +142,7 @@ StepResult Trainer::train_step() {
   for (int64_t micro = 0; micro < accum; ++micro) {
     Batch batch = stream_->next();
     const torch::Tensor logits = model_->forward(batch.inputs.to(device_));
-    torch::Tensor loss = autoloco::loss(logits, batch.targets.to(device_));
+    const torch::Tensor loss = lm_loss(logits, batch.targets.to(device_));
     (loss / static_cast<double>(accum)).backward();
     r.loss += loss.item<double>() / static_cast<double>(accum);
   }
@@ -159,7 +161,7 @@ double Trainer::evaluate() {
   for (int64_t i = topo_.world_rank; i < config_.run.eval_batches; i += topo_.world_size) {
     Batch batch = eval_batch(*val_data_, i, config_.data.batch_size, config_.model.seq_len);
     const torch::Tensor logits = model_->forward(batch.inputs.to(device_));
-    sums[0] += autoloco::loss(logits, batch.targets.to(device_)).item<double>();
+    sums[0] += lm_loss(logits, batch.targets.to(device_)).item<double>();
     sums[1] += 1.0;
   }
   model_->train();

@@ -15,7 +15,9 @@ class JsonObject {
   JsonObject& add(const std::string& key, int value) { return add(key, int64_t{value}); }
   JsonObject& add(const std::string& key, bool value);
   JsonObject& add(const std::string& key, const std::string& value);
-  JsonObject& add(const std::string& key, const char* value) { return add(key, std::string(value)); }
+  JsonObject& add(const std::string& key, const char* value) {
+    return add(key, std::string(value));
+  }
   JsonObject& add(const std::string& key, const std::vector<int64_t>& values);
   JsonObject& add(const std::string& key, const JsonObject& value);
 

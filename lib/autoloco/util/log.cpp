@@ -7,8 +7,12 @@ namespace {
 int g_rank = -1;
 }
 
-void set_rank(int r) { g_rank = r; }
-int rank() { return g_rank; }
+void set_rank(int r) {
+  g_rank = r;
+}
+int rank() {
+  return g_rank;
+}
 
 void write_info(const std::string& line) {
   if (g_rank > 0) return;

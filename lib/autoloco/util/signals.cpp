@@ -21,8 +21,14 @@ void install_stop_signal_handlers() {
   std::signal(SIGUSR1, on_stop_signal);
 }
 
-int stop_signal_received() { return g_signal; }
-void request_stop_for_test(int signal_number) { g_signal = signal_number; }
-void clear_stop_signal() { g_signal = 0; }
+int stop_signal_received() {
+  return g_signal;
+}
+void request_stop_for_test(int signal_number) {
+  g_signal = signal_number;
+}
+void clear_stop_signal() {
+  g_signal = 0;
+}
 
 }  // namespace autoloco
