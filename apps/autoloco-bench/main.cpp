@@ -6,6 +6,7 @@
 // two R times, and reports the best tokens/s of each and their ratio (trainer / plain).
 #include <mpi.h>
 #include <torch/torch.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>

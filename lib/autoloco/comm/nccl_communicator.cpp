@@ -1,0 +1,102 @@
+#include "autoloco/comm/nccl_communicator.hpp"
+
+#include <cuda_runtime.h>
+#include <fmt/format.h>
+#include <nccl.h>
+
+#include "autoloco/util/error.hpp"
+#include "autoloco/util/mpi_check.hpp"
+
+namespace autoloco {
+namespace {
+
+void check_nccl(ncclResult_t result, const char* what, const char* file, int line) {
+  if (result == ncclSuccess) return;
+  throw CommError(
+      fmt::format("{} failed at {}:{}: {}", what, file, line, ncclGetErrorString(result)));
+}
+
+void check_cuda(cudaError_t result, const char* what, const char* file, int line) {
+  if (result == cudaSuccess) return;
+  throw CommError(
+      fmt::format("{} failed at {}:{}: {}", what, file, line, cudaGetErrorString(result)));
+}
+
+#define AUTOLOCO_NCCL(call) check_nccl((call), #call, __FILE__, __LINE__)
+#define AUTOLOCO_CUDA(call) check_cuda((call), #call, __FILE__, __LINE__)
+
+ncclDataType_t nccl_type(DType t) {
+  switch (t) {
+    case DType::f32:
+      return ncclFloat32;
+    case DType::f64:
+      return ncclFloat64;
+    case DType::i64:
+      return ncclInt64;
+    case DType::bf16:
+      return ncclBfloat16;
+  }
+  throw CommError("unknown dtype");
+}
+
+}  // namespace
+
+struct NcclCommunicator::State {
+  ncclComm_t comm = nullptr;
+  cudaStream_t stream = nullptr;
+  int device = 0;
+};
+
+bool nccl_available() {
+  return true;
+}
+
+NcclCommunicator::NcclCommunicator(MPI_Comm group, int device) : state_(std::make_unique<State>()) {
+  AUTOLOCO_MPI(MPI_Comm_rank(group, &rank_));
+  AUTOLOCO_MPI(MPI_Comm_size(group, &size_));
+  state_->device = device;
+  AUTOLOCO_CUDA(cudaSetDevice(device));
+  ncclUniqueId id;
+  if (rank_ == 0) AUTOLOCO_NCCL(ncclGetUniqueId(&id));
+  AUTOLOCO_MPI(MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, group));
+  AUTOLOCO_NCCL(ncclCommInitRank(&state_->comm, size_, id, rank_));
+  AUTOLOCO_CUDA(cudaStreamCreateWithFlags(&state_->stream, cudaStreamNonBlocking));
+}
+
+NcclCommunicator::~NcclCommunicator() {
+  if (state_->stream != nullptr) cudaStreamDestroy(state_->stream);
+  if (state_->comm != nullptr) ncclCommDestroy(state_->comm);
+}
+
+void NcclCommunicator::synchronize() {
+  AUTOLOCO_CUDA(cudaStreamSynchronize(state_->stream));
+}
+
+void NcclCommunicator::allreduce_sum(void* data, size_t count, DType type) {
+  AUTOLOCO_NCCL(
+      ncclAllReduce(data, data, count, nccl_type(type), ncclSum, state_->comm, state_->stream));
+  synchronize();
+}
+
+void NcclCommunicator::allgather(const void* send, void* recv, size_t count, DType type) {
+  AUTOLOCO_NCCL(ncclAllGather(send, recv, count, nccl_type(type), state_->comm, state_->stream));
+  synchronize();
+}
+
+void NcclCommunicator::broadcast(void* data, size_t count, DType type, int root) {
+  AUTOLOCO_NCCL(
+      ncclBroadcast(data, data, count, nccl_type(type), root, state_->comm, state_->stream));
+  synchronize();
+}
+
+void NcclCommunicator::barrier() {
+  // NCCL has no barrier: an all-reduce of one element orders every rank the same way.
+  float* one = nullptr;
+  AUTOLOCO_CUDA(cudaMallocAsync(reinterpret_cast<void**>(&one), sizeof(float), state_->stream));
+  AUTOLOCO_CUDA(cudaMemsetAsync(one, 0, sizeof(float), state_->stream));
+  AUTOLOCO_NCCL(ncclAllReduce(one, one, 1, ncclFloat32, ncclSum, state_->comm, state_->stream));
+  AUTOLOCO_CUDA(cudaFreeAsync(one, state_->stream));
+  synchronize();
+}
+
+}  // namespace autoloco
