@@ -2,6 +2,7 @@
 # Open MPI refuses root and more ranks than cores unless told; containers and laptops need both.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_rmaps_base_oversubscribe=1
+# (GNU nproc honours OMP_NUM_THREADS: scripts count cores with getconf instead.)
 # With several ranks per host, one BLAS/OpenMP thread each (autoloco sets torch's intra-op
 # threads itself from run.threads; BLAS reads its variable only at start-up).
 export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1} OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}

@@ -40,5 +40,5 @@ fi
 
 [[ "$preset" == none ]] && exit 0
 cmake --preset "$preset" >/dev/null
-cmake --build --preset "$preset" -- -j"$(nproc)"
+cmake --build --preset "$preset" -- -j"$(getconf _NPROCESSORS_ONLN)"
 echo "setup: built build/$preset" >&2

@@ -14,8 +14,8 @@ if [[ "$preset" == cuda ]]; then
   AUTOLOCO_TORCH_PREFIX=$(scripts/torch-cuda.sh | tail -n 1)
   export AUTOLOCO_TORCH_PREFIX
   cmake --preset cuda >/dev/null
-  cmake --build --preset cuda -- -j"$(nproc)"
+  cmake --build --preset cuda -- -j"$(getconf _NPROCESSORS_ONLN)"
 else
   scripts/setup.sh "$preset"
 fi
-ctest --preset "$preset" -j"$(nproc)" "$@"
+ctest --preset "$preset" -j"$(getconf _NPROCESSORS_ONLN)" "$@"

@@ -9,6 +9,7 @@
 #include <regex>
 #include <sstream>
 
+#include "../support/temp_dir.hpp"
 #include "../support/tiny_corpus.hpp"
 
 namespace {
@@ -35,7 +36,8 @@ int run(const std::string& command) {
 }  // namespace
 
 TEST_CASE("e2e: tiny quickstart from text to eval loss below 60% of the unigram entropy", "[e2e]") {
-  const std::string dir = autoloco::test::temp_dir("e2e");
+  const autoloco::test::TempDir tmp("e2e");
+  const std::string dir = tmp.str();
   std::filesystem::create_directories(dir + "/text/sub");
   for (int f = 0; f < 6; ++f) {
     std::ofstream(dir + "/text/" + (f % 2 ? "sub/" : "") + "doc" + std::to_string(f) + ".txt")
@@ -76,11 +78,11 @@ TEST_CASE("e2e: tiny quickstart from text to eval loss below 60% of the unigram 
   // The run directory is never overwritten: the same run name again is refused.
   CHECK(run(train) != 0);
   CHECK(slurp(dir + "/runs/e2e/summary.json") == summary);
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("e2e: a config error stops every rank before any work and names the key", "[e2e]") {
-  const std::string dir = autoloco::test::temp_dir("e2e-bad");
+  const autoloco::test::TempDir tmp("e2e-bad");
+  const std::string dir = tmp.str();
   const std::string config = std::string(AUTOLOCO_SOURCE_DIR) + "/configs/quickstart.yaml";
   const std::string log = dir + "/train.log";
   const int code =
@@ -92,5 +94,4 @@ TEST_CASE("e2e: a config error stops every rank before any work and names the ke
   CHECK(text.find("inner.lrr") != std::string::npos);
   CHECK(text.find("did you mean 'inner.lr'") != std::string::npos);
   CHECK_FALSE(std::filesystem::exists(dir + "/runs"));
-  std::filesystem::remove_all(dir);
 }

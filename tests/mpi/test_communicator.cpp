@@ -47,7 +47,9 @@ TEST_CASE("topology: dc and member from world rank and ranks_per_dc", "[np=4][co
   CHECK(t.num_dcs == 2);
   CHECK(t.dc == t.world_rank / 2);
   CHECK(t.member == t.world_rank % 2);
-  CHECK(ranks_on_host(MPI_COMM_WORLD) == 4);
+  const HostRanks host = host_ranks(MPI_COMM_WORLD);
+  CHECK(host.count == 4);
+  CHECK(host.local_rank == t.world_rank);
   // The split communicator of a dc holds exactly its members, in member order.
   MpiCommunicator intra(MPI_COMM_WORLD, t.dc, t.member);
   CHECK(intra.size() == 2);

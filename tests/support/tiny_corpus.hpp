@@ -2,8 +2,6 @@
 // that trains on it in seconds on one core.
 #pragma once
 
-#include <unistd.h>
-
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -54,13 +52,5 @@ inline Config tiny_config(const std::string& data_dir, const std::string& out_di
            "run.out_dir=" + out_dir, "run.threads=1"});
 }
 
-// A fresh, empty directory under the system temp dir, unique per process.
-inline std::string temp_dir(const std::string& tag) {
-  const auto dir = std::filesystem::temp_directory_path() /
-                   ("autoloco-test-" + tag + "-" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir.string();
-}
 
 }  // namespace autoloco::test

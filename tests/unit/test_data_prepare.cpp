@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "../support/temp_dir.hpp"
 #include "autoloco/data/dataset.hpp"
 #include "autoloco/data/prepare.hpp"
 #include "autoloco/data/tokenizer.hpp"
@@ -26,19 +27,7 @@ using autoloco::TokenDataset;
 
 namespace {
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::random_device device;
-    path = fs::temp_directory_path() /
-           ("autoloco_test_prepare_" + std::to_string(::getpid()) + "_" + std::to_string(device()));
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
+using autoloco::test::TempDir;
 
 void write_file(const fs::path& path, const std::string& text) {
   fs::create_directories(path.parent_path());

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "../support/temp_dir.hpp"
 #include "autoloco/data/dataset.hpp"
 #include "autoloco/data/shard.hpp"
 #include "autoloco/data/tokenizer.hpp"
@@ -23,21 +24,7 @@ using autoloco::write_shard;
 
 namespace {
 
-// A fresh directory under the system temp dir, removed with everything in it.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::random_device device;
-    path = fs::temp_directory_path() /
-           ("autoloco_test_shard_" + std::to_string(::getpid()) + "_" + std::to_string(device()));
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
+using autoloco::test::TempDir;
 
 std::vector<unsigned char> read_all(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "../support/temp_dir.hpp"
 #include "autoloco/data/dataset.hpp"
 #include "autoloco/data/shard.hpp"
 #include "autoloco/data/stream.hpp"
@@ -32,12 +33,9 @@ constexpr int64_t kShardStride = 1'000'000;
 constexpr int64_t kVocab = 10'000'000;
 
 struct ShardDir {
-  fs::path path;
+  autoloco::test::TempDir dir{"stream"};
+  fs::path path = dir.path;
   explicit ShardDir(const std::vector<uint32_t>& sizes) {
-    std::random_device device;
-    path = fs::temp_directory_path() /
-           ("autoloco_test_stream_" + std::to_string(::getpid()) + "_" + std::to_string(device()));
-    fs::create_directories(path);
     for (size_t k = 0; k < sizes.size(); ++k) {
       std::vector<uint32_t> tokens(sizes[k]);
       for (uint32_t i = 0; i < sizes[k]; ++i) {
@@ -46,10 +44,6 @@ struct ShardDir {
       const std::string name = "train_00" + std::to_string(k) + ".bin";
       autoloco::write_shard((path / name).string(), tokens, TokenWidth::u32);
     }
-  }
-  ~ShardDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
   }
   TokenDataset open(const std::string& what = "data.train") const {
     return TokenDataset({(path / "train_*.bin").string()}, kVocab, what);

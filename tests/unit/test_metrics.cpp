@@ -5,6 +5,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "../support/temp_dir.hpp"
 #include "../support/tiny_corpus.hpp"
 #include "autoloco/metrics/progress.hpp"
 #include "autoloco/metrics/run_directory.hpp"
@@ -45,7 +46,8 @@ TEST_CASE("progress: durations and SI numbers read well", "[metrics]") {
 
 TEST_CASE("run directory: files are written and an existing run is never overwritten",
           "[metrics]") {
-  const std::string out = test::temp_dir("rundir");
+  const autoloco::test::TempDir tmp("rundir");
+  const std::string out = tmp.str();
   {
     RunDirectory dir = RunDirectory::create(out, "r1");
     dir.write_config("run:\n  name: r1\n");
@@ -65,5 +67,4 @@ TEST_CASE("run directory: files are written and an existing run is never overwri
   std::stringstream after;
   after << again.rdbuf();
   CHECK(after.str() == text.str());
-  std::filesystem::remove_all(out);
 }

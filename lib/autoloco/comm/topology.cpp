@@ -56,13 +56,14 @@ std::string describe_layout(const Topology& topo, MPI_Comm world) {
 
 namespace autoloco {
 
-int ranks_on_host(MPI_Comm world) {
+HostRanks host_ranks(MPI_Comm world) {
   MPI_Comm node = MPI_COMM_NULL;
   AUTOLOCO_MPI(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
-  int size = 1;
-  AUTOLOCO_MPI(MPI_Comm_size(node, &size));
+  HostRanks h;
+  AUTOLOCO_MPI(MPI_Comm_rank(node, &h.local_rank));
+  AUTOLOCO_MPI(MPI_Comm_size(node, &h.count));
   AUTOLOCO_MPI(MPI_Comm_free(&node));
-  return size;
+  return h;
 }
 
 }  // namespace autoloco

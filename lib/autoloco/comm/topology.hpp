@@ -29,7 +29,12 @@ std::string describe_layout(const Topology& topo, MPI_Comm world);
 
 namespace autoloco {
 
-// How many ranks of `world` share this rank's host (for picking threads per rank).
-int ranks_on_host(MPI_Comm world);
+// This rank's place among the ranks of `world` that share its host: for threads per rank and for
+// picking a GPU.
+struct HostRanks {
+  int local_rank = 0;
+  int count = 1;
+};
+HostRanks host_ranks(MPI_Comm world);
 
 }  // namespace autoloco

@@ -10,7 +10,6 @@
 #include "autoloco/optim/lr_schedule.hpp"
 #include "autoloco/util/error.hpp"
 #include "autoloco/util/log.hpp"
-#include "autoloco/util/mpi_check.hpp"
 #include "autoloco/util/signals.hpp"
 
 namespace autoloco {
@@ -31,15 +30,6 @@ torch::Device pick_device(const RunConfig& run, int local_rank) {
   return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(local_rank % count));
 }
 
-int local_rank(MPI_Comm world) {
-  MPI_Comm node = MPI_COMM_NULL;
-  AUTOLOCO_MPI(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
-  int rank = 0;
-  AUTOLOCO_MPI(MPI_Comm_rank(node, &rank));
-  AUTOLOCO_MPI(MPI_Comm_free(&node));
-  return rank;
-}
-
 }  // namespace
 
 Trainer::Trainer(const Config& config, MPI_Comm world, TrainerOptions options)
@@ -51,7 +41,7 @@ Trainer::Trainer(const Config& config, MPI_Comm world, TrainerOptions options)
       intra_dc_(std::make_unique<MpiCommunicator>(world, topo_.dc, topo_.member)),
       stop_(world),
       model_(nullptr),
-      device_(pick_device(config.run, local_rank(world))) {
+      device_(pick_device(config.run, host_ranks(world).local_rank)) {
   validate_world(config_, topo_.world_size);
   set_threads();
 
@@ -95,7 +85,7 @@ void Trainer::set_threads() {
   int threads = static_cast<int>(config_.run.threads);
   if (threads == 0) {
     const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    threads = std::max(1, cores / ranks_on_host(world_));
+    threads = std::max(1, cores / host_ranks(world_).count);
   }
   torch::set_num_threads(threads);
 }
