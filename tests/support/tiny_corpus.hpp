@@ -52,5 +52,4 @@ inline Config tiny_config(const std::string& data_dir, const std::string& out_di
            "run.out_dir=" + out_dir, "run.threads=1"});
 }
 
-
 }  // namespace autoloco::test
