@@ -9,7 +9,7 @@ source scripts/env.sh
 ranks=2
 if [[ "${1:-}" == "--ranks" ]]; then ranks=$2; shift 2; fi
 
-scripts/setup.sh release
+scripts/setup.sh release apps
 bin=build/release/apps
 
 data=data/pydoc

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Installs what autoloco needs on Debian 12 (idempotent), then configures and builds.
-#   scripts/setup.sh [PRESET]        PRESET: release (default), ci, debug, asan
+#   scripts/setup.sh [PRESET [apps]]   PRESET: release (default), ci, debug, asan, or none
+# "none" installs the packages only; "apps" builds only the executables (not the tests).
 # Packages are installed only when missing; as root or through sudo. Nothing outside the
 # system package manager is fetched.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-preset=${1:-release}   # "none": install packages only
+preset=${1:-release}
 
 packages=(
   cmake ninja-build g++ pkg-config
@@ -40,5 +41,7 @@ fi
 
 [[ "$preset" == none ]] && exit 0
 cmake --preset "$preset" >/dev/null
-cmake --build --preset "$preset" -- -j"$(getconf _NPROCESSORS_ONLN)"
+targets=()
+[[ "${2:-}" == apps ]] && targets=(--target autoloco-train autoloco-prepare autoloco-bench)
+cmake --build --preset "$preset" "${targets[@]}" -- -j"$(getconf _NPROCESSORS_ONLN)"
 echo "setup: built build/$preset" >&2

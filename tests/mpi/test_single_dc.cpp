@@ -5,11 +5,14 @@
 #include <mpi.h>
 #include <catch2/catch.hpp>
 
+#include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "../support/tiny_corpus.hpp"
+#include "autoloco/util/signals.hpp"
 
 using namespace autoloco;
 
@@ -158,4 +161,31 @@ TEST_CASE("single dc: a stop request on one rank stops every rank at the same st
   }
   stop.drain();
   CHECK(stopped_at == 8);
+}
+
+TEST_CASE("single dc: a signal on one rank ends train() cleanly on every rank at the same step",
+          "[np=2][single_dc]") {
+  const SharedCorpus corpus("signal");
+  int size = 1;
+  int rank = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  const std::string& dir = corpus.dir;
+  Config config = test::tiny_config(dir, dir + "/runs");
+  config.topology.ranks_per_dc = size;
+  Trainer trainer(config, MPI_COMM_WORLD, {true, false});
+  // As if SIGTERM had reached rank 1 before the first step: the request is reduced during step 1
+  // and seen by every rank before step 2.
+  if (rank == 1) request_stop_for_test(SIGTERM);
+  const TrainSummary s = trainer.train();
+  clear_stop_signal();
+  CHECK(s.stopped_by_signal);
+  CHECK(s.steps == 1);
+  if (rank == 0) {
+    std::ifstream summary(dir + "/runs/run/summary.json");
+    std::stringstream text;
+    text << summary.rdbuf();
+    CHECK(text.str().find("\"stopped_by_signal\":true") != std::string::npos);
+    CHECK(text.str().find("\"steps\":1,") != std::string::npos);
+  }
 }

@@ -8,6 +8,7 @@
 
 #include "autoloco/metrics/progress.hpp"
 #include "autoloco/optim/lr_schedule.hpp"
+#include "autoloco/util/blas_threads.hpp"
 #include "autoloco/util/error.hpp"
 #include "autoloco/util/log.hpp"
 #include "autoloco/util/signals.hpp"
@@ -88,6 +89,7 @@ void Trainer::set_threads() {
     threads = std::max(1, cores / host_ranks(world_).count);
   }
   torch::set_num_threads(threads);
+  set_blas_threads(threads);
 }
 
 int64_t Trainer::tokens_per_step() const {
