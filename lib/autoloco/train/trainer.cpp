@@ -44,6 +44,13 @@ Trainer::Trainer(const Config& config, MPI_Comm world, TrainerOptions options)
       model_(nullptr),
       device_(pick_device(config.run, host_ranks(world).local_rank)) {
   validate_world(config_, topo_.world_size);
+  if (device_.is_cuda() && topo_.ranks_per_dc > 1) {
+    // The intra-dc gradient all-reduce is MPI on host memory until the NCCL path is wired in.
+    throw ConfigError(
+        "config key run.device: cuda with topology.ranks_per_dc > 1 is not supported by this "
+        "build yet (the gradient all-reduce would hand device memory to MPI); use one rank per "
+        "dc on a GPU, or run.device=cpu");
+  }
   set_threads();
 
   // Open data first: a missing shard should fail before anything is written.
