@@ -33,6 +33,14 @@ struct SharedCorpus {
     if (rank == 0) test::write_tiny_corpus(dir);
     MPI_Barrier(MPI_COMM_WORLD);
   }
+  // The tiny config with the whole world as one dc.
+  Config config() const {
+    int size = 1;
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    Config c = test::tiny_config(dir, dir + "/runs");
+    c.topology.ranks_per_dc = size;
+    return c;
+  }
   ~SharedCorpus() {
     int rank = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -60,11 +68,7 @@ bool identical_on_all_ranks(const torch::Tensor& t) {
 
 TEST_CASE("single dc: replicas stay bitwise identical after every step", "[np=2][single_dc]") {
   const SharedCorpus corpus("replicas");
-  int size = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  const std::string& dir = corpus.dir;
-  Config config = test::tiny_config(dir, dir + "/runs");
-  config.topology.ranks_per_dc = size;
+  Config config = corpus.config();
   Trainer trainer(config, MPI_COMM_WORLD, {false, false});
   REQUIRE(identical_on_all_ranks(trainer.params().values()));
   for (int step = 0; step < 12; ++step) {
@@ -77,11 +81,7 @@ TEST_CASE("single dc: replicas stay bitwise identical after every step", "[np=2]
 TEST_CASE("single dc: members read different data so their local losses differ",
           "[np=2][single_dc]") {
   const SharedCorpus corpus("streams");
-  int size = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  const std::string& dir = corpus.dir;
-  Config config = test::tiny_config(dir, dir + "/runs");
-  config.topology.ranks_per_dc = size;
+  Config config = corpus.config();
   Trainer trainer(config, MPI_COMM_WORLD, {false, false});
   double loss = trainer.train_step().loss;
   double max_loss = loss;
@@ -93,11 +93,7 @@ TEST_CASE("single dc: members read different data so their local losses differ",
 
 TEST_CASE("single dc: the training and eval loss fall", "[np=2][single_dc]") {
   const SharedCorpus corpus("falls");
-  int size = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  const std::string& dir = corpus.dir;
-  Config config = test::tiny_config(dir, dir + "/runs");
-  config.topology.ranks_per_dc = size;
+  Config config = corpus.config();
   Trainer trainer(config, MPI_COMM_WORLD, {false, false});
   const double eval_before = trainer.evaluate();
   double first = 0.0;
@@ -119,19 +115,16 @@ TEST_CASE("single dc: the training and eval loss fall", "[np=2][single_dc]") {
 TEST_CASE("single dc: train() writes metrics and a summary into the run directory",
           "[np=2][single_dc]") {
   const SharedCorpus corpus("rundir");
-  int size = 1;
   int rank = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   const std::string& dir = corpus.dir;
-  Config config = test::tiny_config(dir, dir + "/runs");
-  config.topology.ranks_per_dc = size;
+  Config config = corpus.config();
   config.run.steps = 20;
   config.run.eval_every = 10;
   Trainer trainer(config, MPI_COMM_WORLD, {true, false});
   const TrainSummary s = trainer.train();
   CHECK(s.steps == 20);
-  CHECK(s.tokens == 20 * 4 * 32 * size);
+  CHECK(s.tokens == 20 * 4 * 32 * config.topology.ranks_per_dc);
   CHECK(std::isfinite(s.final_eval_loss));
   if (rank == 0) {
     const std::string run = dir + "/runs/run";
@@ -166,13 +159,10 @@ TEST_CASE("single dc: a stop request on one rank stops every rank at the same st
 TEST_CASE("single dc: a signal on one rank ends train() cleanly on every rank at the same step",
           "[np=2][single_dc]") {
   const SharedCorpus corpus("signal");
-  int size = 1;
   int rank = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   const std::string& dir = corpus.dir;
-  Config config = test::tiny_config(dir, dir + "/runs");
-  config.topology.ranks_per_dc = size;
+  Config config = corpus.config();
   Trainer trainer(config, MPI_COMM_WORLD, {true, false});
   // As if SIGTERM had reached rank 1 before the first step: the request is reduced during step 1
   // and seen by every rank before step 2.
