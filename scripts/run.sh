@@ -13,12 +13,7 @@ scripts/setup.sh release apps
 bin=build/release/apps
 
 data=data/pydoc
-if ! compgen -G "$data/train_*.bin" >/dev/null; then
-  sources=$(ls -d /usr/share/doc/python3*-doc/html/_sources /usr/share/doc/python3.*/html/_sources 2>/dev/null | head -n 1 || true)
-  [[ -n "$sources" ]] || { echo "run: the python3-doc sources were not found; install python3-doc" >&2; exit 1; }
-  echo "run: preparing the default corpus from $sources into $data" >&2
-  "$bin/autoloco-prepare" --out "$data" "$sources"
-fi
+scripts/prepare-data.sh "$bin"
 
 name="quickstart-$(date +%Y%m%d-%H%M%S)"
 mpirun -n "$ranks" "$bin/autoloco-train" configs/quickstart.yaml \

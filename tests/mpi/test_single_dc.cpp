@@ -11,60 +11,13 @@
 #include <fstream>
 #include <sstream>
 
-#include "../support/tiny_corpus.hpp"
+#include "../support/shared_corpus.hpp"
 #include "autoloco/util/signals.hpp"
 
 using namespace autoloco;
 
-namespace {
-
-// Rank 0 writes the corpus into a directory named after its pid (the same path on every rank)
-// and removes it when the test ends.
-struct SharedCorpus {
-  std::string dir;
-  explicit SharedCorpus(const std::string& tag) {
-    int rank = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    int pid = rank == 0 ? static_cast<int>(::getpid()) : 0;
-    MPI_Bcast(&pid, 1, MPI_INT, 0, MPI_COMM_WORLD);
-    dir = (std::filesystem::temp_directory_path() /
-           ("autoloco-mpi-" + tag + "-" + std::to_string(pid)))
-              .string();
-    if (rank == 0) test::write_tiny_corpus(dir);
-    MPI_Barrier(MPI_COMM_WORLD);
-  }
-  // The tiny config with the whole world as one dc.
-  Config config() const {
-    int size = 1;
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-    Config c = test::tiny_config(dir, dir + "/runs");
-    c.topology.ranks_per_dc = size;
-    return c;
-  }
-  ~SharedCorpus() {
-    int rank = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Barrier(MPI_COMM_WORLD);
-    if (rank == 0) std::filesystem::remove_all(dir);
-  }
-};
-
-bool identical_on_all_ranks(const torch::Tensor& t) {
-  int size = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  const auto n = static_cast<int>(t.numel());
-  std::vector<float> all(static_cast<size_t>(n) * static_cast<size_t>(size));
-  MPI_Allgather(t.data_ptr<float>(), n, MPI_FLOAT, all.data(), n, MPI_FLOAT, MPI_COMM_WORLD);
-  for (int r = 1; r < size; ++r) {
-    if (std::memcmp(all.data(), all.data() + static_cast<size_t>(r) * static_cast<size_t>(n),
-                    sizeof(float) * static_cast<size_t>(n)) != 0) {
-      return false;
-    }
-  }
-  return true;
-}
-
-}  // namespace
+using test::identical_on_all_ranks;
+using test::SharedCorpus;
 
 TEST_CASE("single dc: replicas stay bitwise identical after every step", "[np=2][single_dc]") {
   const SharedCorpus corpus("replicas");

@@ -21,6 +21,18 @@ int checked_count(size_t count) {
   return static_cast<int>(count);
 }
 
+// MPI user functions get no context pointer: the layout of the message being reduced is
+// published here for the duration of one allreduce_packed call on this thread.
+thread_local const PackedLayout* current_layout = nullptr;
+
+void packed_sum_op(void* in, void* inout, int* len, MPI_Datatype*) {
+  const size_t stride = current_layout->bytes();
+  for (int i = 0; i < *len; ++i) {
+    packed_sum(static_cast<const std::byte*>(in) + stride * static_cast<size_t>(i),
+               static_cast<std::byte*>(inout) + stride * static_cast<size_t>(i), *current_layout);
+  }
+}
+
 }  // namespace
 
 size_t dtype_size(DType t) {
@@ -96,6 +108,22 @@ void MpiCommunicator::broadcast(void* data, size_t count, DType type, int root) 
     const size_t n = std::min(kMaxChunk, count - done);
     AUTOLOCO_MPI(MPI_Bcast(bytes + done * elem, checked_count(n), mpi_type(type), root, comm_));
   }
+}
+
+void MpiCommunicator::allreduce_packed(std::byte* message, const PackedLayout& layout) {
+  check_wire_dtype(layout.wire);
+  if (size_ == 1) return;
+  MPI_Datatype type = MPI_DATATYPE_NULL;
+  MPI_Op op = MPI_OP_NULL;
+  AUTOLOCO_MPI(MPI_Type_contiguous(checked_count(layout.bytes()), MPI_BYTE, &type));
+  AUTOLOCO_MPI(MPI_Type_commit(&type));
+  AUTOLOCO_MPI(MPI_Op_create(&packed_sum_op, /*commute=*/1, &op));
+  current_layout = &layout;
+  const int rc = MPI_Allreduce(MPI_IN_PLACE, message, 1, type, op, comm_);
+  current_layout = nullptr;
+  MPI_Op_free(&op);
+  MPI_Type_free(&type);
+  AUTOLOCO_MPI(rc);
 }
 
 void MpiCommunicator::barrier() {

@@ -22,7 +22,7 @@ const char* type_name(const int64_t&) {
 const char* type_name(const double&) {
   return "number";
 }
-[[maybe_unused]] const char* type_name(const bool&) {
+const char* type_name(const bool&) {
   return "boolean";
 }
 const char* type_name(const std::string&) {
@@ -62,7 +62,7 @@ void read_value(const YAML::Node& n, const std::string& key, int64_t& out) {
 void read_value(const YAML::Node& n, const std::string& key, double& out) {
   out = scalar_as<double>(n, key, "a number");
 }
-[[maybe_unused]] void read_value(const YAML::Node& n, const std::string& key, bool& out) {
+void read_value(const YAML::Node& n, const std::string& key, bool& out) {
   out = scalar_as<bool>(n, key, "true or false");
 }
 void read_value(const YAML::Node& n, const std::string& key, std::string& out) {
@@ -128,7 +128,7 @@ std::string format_value(const double& v) {
   if (s.find_first_of(".eEn") == std::string::npos) s += ".0";
   return s;
 }
-[[maybe_unused]] std::string format_value(const bool& v) {
+std::string format_value(const bool& v) {
   return v ? "true" : "false";
 }
 std::string format_value(const std::string& v) {

@@ -81,6 +81,7 @@ struct DataConfig {
 };
 
 struct InnerConfig {
+  std::string optimizer = "adamw";
   double lr = 3e-3;
   int64_t warmup_steps = 50;
   std::string schedule = "cosine";
@@ -92,7 +93,9 @@ struct InnerConfig {
 
   template <class Self, class V>
   static void visit(Self& s, V& v) {
-    v("lr", s.lr, "peak AdamW learning rate");
+    v("optimizer", s.optimizer,
+      "adamw, or sgd (plain SGD without momentum or decay: a reference for tests)");
+    v("lr", s.lr, "peak inner learning rate");
     v("warmup_steps", s.warmup_steps, "linear warm-up steps from 0 to lr");
     v("schedule", s.schedule, "after warm-up: cosine (decay to min_lr_ratio * lr) or constant");
     v("min_lr_ratio", s.min_lr_ratio, "floor of the cosine decay as a fraction of lr");
@@ -104,12 +107,71 @@ struct InnerConfig {
   }
 };
 
+struct OuterConfig {
+  std::string method = "diloco";
+  double lr = 0.7;
+  double momentum = 0.9;
+  std::vector<std::string> momentum_schedule = {};
+  bool nesterov = true;
+  std::string wire_dtype = "fp32";
+  std::string state_device = "cpu";
+
+  template <class Self, class V>
+  static void visit(Self& s, V& v) {
+    v("method", s.method,
+      "ddp (gradients all-reduced over the world every step), diloco (outer SGD with momentum "
+      "every H steps) or local_sgd (plain averaging every H steps: outer lr 1, no momentum)");
+    v("lr", s.lr, "outer learning rate (diloco)");
+    v("momentum", s.momentum,
+      "outer momentum mu (diloco), until the first momentum_schedule entry");
+    v("momentum_schedule", s.momentum_schedule,
+      "outer momentum changes as \"STEP:MU\" entries, e.g. [\"400:0.9\"]: mu from inner step "
+      "STEP on (rounds ending at or after STEP)");
+    v("nesterov", s.nesterov, "Nesterov form of the outer momentum (DiLoCo's)");
+    v("wire_dtype", s.wire_dtype,
+      "dtype of pseudo-gradients (and ddp gradients) on the inter-dc link: fp32 or bf16 (summed "
+      "in fp32)");
+    v("state_device", s.state_device,
+      "where the outer state (anchor, momentum; fp32) lives: cpu or device (run.device)");
+  }
+};
+
+struct IntervalConfig {
+  std::string controller = "fixed";
+  int64_t H = 20;
+
+  template <class Self, class V>
+  static void visit(Self& s, V& v) {
+    v("controller", s.controller, "how the interval H is chosen: fixed (DiLoCo)");
+    v("H", s.H, "inner steps per round (the first round's, for adaptive controllers)");
+  }
+};
+
+struct WanConfig {
+  double bandwidth_gbps = 1.0;
+  double latency_ms = 50.0;
+  std::string mode = "account";
+
+  template <class Self, class V>
+  static void visit(Self& s, V& v) {
+    v("bandwidth_gbps", s.bandwidth_gbps,
+      "simulated inter-dc bandwidth per dc in Gbit/s (shared by the dc's members)");
+    v("latency_ms", s.latency_ms, "simulated one-way inter-dc latency in milliseconds");
+    v("mode", s.mode,
+      "account (add the link time to a simulated clock) or sleep (also wait it out, so "
+      "wall-clock includes it)");
+  }
+};
+
 struct Config {
   RunConfig run;
   TopologyConfig topology;
   ModelConfig model;
   DataConfig data;
   InnerConfig inner;
+  OuterConfig outer;
+  IntervalConfig interval;
+  WanConfig wan;
 
   // Calls v.section(name, doc, section_struct) for each section, in file order.
   template <class Self, class V>
@@ -119,8 +181,20 @@ struct Config {
     v.section("model", "the GPT decoder", s.model);
     v.section("data", "token shards and batches", s.data);
     v.section("inner", "the inner optimizer (AdamW) and its schedule", s.inner);
+    v.section("outer", "the method and its outer optimizer across datacenters", s.outer);
+    v.section("interval", "the number of inner steps per round", s.interval);
+    v.section("wan", "the simulated inter-dc link", s.wan);
   }
 };
+
+// One entry of outer.momentum_schedule: from inner step `step` on, the outer momentum is `mu`.
+struct MomentumChange {
+  int64_t step = 0;
+  double mu = 0.0;
+};
+
+// Parses outer.momentum_schedule ("STEP:MU" entries, steps increasing). Throws ConfigError.
+std::vector<MomentumChange> parse_momentum_schedule(const OuterConfig& outer);
 
 // Loads a YAML file, applies "section.key=value" overrides, validates. Throws ConfigError
 // naming the key (and the nearest valid key for a typo).

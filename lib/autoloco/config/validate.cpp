@@ -62,6 +62,7 @@ void validate_data(const DataConfig& d) {
 }
 
 void validate_inner(const InnerConfig& i) {
+  require_one_of(i.optimizer, {"adamw", "sgd"}, "inner.optimizer");
   require(i.lr > 0.0 && i.lr < 10.0, "inner.lr", fmt::format("must be in (0, 10), got {}", i.lr));
   require_non_negative(i.warmup_steps, "inner.warmup_steps");
   require_one_of(i.schedule, {"cosine", "constant"}, "inner.schedule");
@@ -79,7 +80,55 @@ void validate_inner(const InnerConfig& i) {
   require_non_negative(i.grad_clip, "inner.grad_clip");
 }
 
+void validate_outer(const OuterConfig& o) {
+  require_one_of(o.method, {"ddp", "diloco", "local_sgd"}, "outer.method");
+  require(o.lr > 0.0 && o.lr < 10.0, "outer.lr", fmt::format("must be in (0, 10), got {}", o.lr));
+  require(o.momentum >= 0.0 && o.momentum < 1.0, "outer.momentum",
+          fmt::format("must be in [0, 1), got {}", o.momentum));
+  parse_momentum_schedule(o);
+  require_one_of(o.wire_dtype, {"fp32", "bf16"}, "outer.wire_dtype");
+  require_one_of(o.state_device, {"cpu", "device"}, "outer.state_device");
+}
+
+void validate_interval(const IntervalConfig& i) {
+  require_one_of(i.controller, {"fixed"}, "interval.controller");
+  require_positive(i.H, "interval.H");
+}
+
+void validate_wan(const WanConfig& w) {
+  require_positive(w.bandwidth_gbps, "wan.bandwidth_gbps");
+  require_non_negative(w.latency_ms, "wan.latency_ms");
+  require_one_of(w.mode, {"account", "sleep"}, "wan.mode");
+}
+
 }  // namespace
+
+std::vector<MomentumChange> parse_momentum_schedule(const OuterConfig& outer) {
+  std::vector<MomentumChange> changes;
+  for (const std::string& entry : outer.momentum_schedule) {
+    MomentumChange c;
+    const auto colon = entry.find(':');
+    bool ok = colon != std::string::npos;
+    try {
+      size_t used = 0;
+      ok = ok && (c.step = std::stoll(entry.substr(0, colon), &used), used == colon);
+      const std::string mu = ok ? entry.substr(colon + 1) : "";
+      ok = ok && (c.mu = std::stod(mu, &used), used == mu.size());
+    } catch (const std::exception&) {
+      ok = false;
+    }
+    require(ok, "outer.momentum_schedule",
+            fmt::format("entry '{}' is not STEP:MU (for example \"400:0.9\")", entry));
+    require(c.step >= 0 && c.mu >= 0.0 && c.mu < 1.0, "outer.momentum_schedule",
+            fmt::format("entry '{}' needs STEP >= 0 and MU in [0, 1)", entry));
+    if (!changes.empty()) {
+      require(c.step > changes.back().step, "outer.momentum_schedule",
+              fmt::format("steps must increase: '{}' follows step {}", entry, changes.back().step));
+    }
+    changes.push_back(c);
+  }
+  return changes;
+}
 
 void validate(const Config& c) {
   validate_run(c.run);
@@ -87,6 +136,9 @@ void validate(const Config& c) {
   validate_model(c.model);
   validate_data(c.data);
   validate_inner(c.inner);
+  validate_outer(c.outer);
+  validate_interval(c.interval);
+  validate_wan(c.wan);
 }
 
 void validate_world(const Config& c, int world_size) {
@@ -94,12 +146,6 @@ void validate_world(const Config& c, int world_size) {
           fmt::format("the world size {} is not a multiple of {}: launch a multiple of "
                       "ranks_per_dc ranks or change the key",
                       world_size, c.topology.ranks_per_dc));
-  // Until the multi-datacenter engine lands, dcs would train unrelated models: refuse.
-  require(world_size == c.topology.ranks_per_dc, "topology.ranks_per_dc",
-          fmt::format("{} ranks with ranks_per_dc {} make {} datacenters, but this build trains "
-                      "inside one datacenter only: set ranks_per_dc to the world size ({})",
-                      world_size, c.topology.ranks_per_dc, world_size / c.topology.ranks_per_dc,
-                      world_size));
 }
 
 }  // namespace autoloco

@@ -27,8 +27,13 @@ std::string format_progress(const ProgressState& s) {
       s.step > 0 ? s.elapsed_s * static_cast<double>(s.total - s.step) / static_cast<double>(s.step)
                  : std::nan("");
   const int width = static_cast<int>(std::to_string(s.total).size());
-  return fmt::format("step {:>{}}/{} | loss {:.4f} | lr {:.2e} | {} tok/s | ETA {}", s.step, width,
-                     s.total, s.loss, s.lr, format_si(s.tokens_per_s), format_duration(remaining));
+  std::string line = fmt::format("step {:>{}}/{} | loss {:.4f} | lr {:.2e} | {} tok/s", s.step,
+                                 width, s.total, s.loss, s.lr, format_si(s.tokens_per_s));
+  if (s.dcs > 1) {
+    line += fmt::format(" | round {} | sent {}B", s.rounds,
+                        format_si(static_cast<double>(s.inter_dc_bytes)));
+  }
+  return line + " | ETA " + format_duration(remaining);
 }
 
 }  // namespace autoloco

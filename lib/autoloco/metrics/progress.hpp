@@ -1,4 +1,5 @@
-// The console progress line of rank 0: step/total, loss, lr, tokens/s, ETA.
+// The console progress line of rank 0: step/total, loss, lr, tokens/s, rounds and inter-dc bytes
+// (with several dcs), ETA.
 #pragma once
 
 #include <cstdint>
@@ -13,6 +14,9 @@ struct ProgressState {
   double lr = 0.0;
   double tokens_per_s = 0.0;
   double elapsed_s = 0.0;
+  int dcs = 1;  // rounds and bytes are shown only with several dcs
+  int64_t rounds = 0;
+  int64_t inter_dc_bytes = 0;  // all dcs, so far
 };
 
 std::string format_progress(const ProgressState& s);

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "autoloco/optim/flat_params.hpp"
+#include "autoloco/optim/inner_optimizer.hpp"
 
 namespace autoloco {
 
@@ -23,11 +24,11 @@ struct AdamWOptions {
 //   p -= (lr / (1 - b1^t)) m / (sqrt(v) / sqrt(1 - b2^t) + eps)
 // State (m, v, t) is this dc's own and survives outer syncs; checkpoints save it via exp_avg(),
 // exp_avg_sq(), step_count() and restore it with set_state().
-class FlatAdamW {
+class FlatAdamW final : public InnerOptimizer {
  public:
   FlatAdamW(FlatParams& params, AdamWOptions options);
 
-  void step(double lr);
+  void step(double lr) override;
 
   int64_t step_count() const { return step_; }
   torch::Tensor& exp_avg() { return exp_avg_; }

@@ -6,7 +6,9 @@
 #include <cmath>
 #include <thread>
 
+#include "autoloco/comm/intra_dc.hpp"
 #include "autoloco/metrics/progress.hpp"
+#include "autoloco/optim/adamw.hpp"
 #include "autoloco/optim/lr_schedule.hpp"
 #include "autoloco/util/blas_threads.hpp"
 #include "autoloco/util/error.hpp"
@@ -16,9 +18,13 @@
 namespace autoloco {
 namespace {
 
-// Gradients cross the intra-dc link in buckets of this many floats (16 MiB), so one huge model
-// never needs one huge MPI message and the buckets can later overlap the backward pass.
-constexpr int64_t kBucketNumel = int64_t{1} << 22;
+// World rank 0's values to every rank (through host memory: the world communicator is MPI).
+void broadcast_values(FlatParams& params, MpiCommunicator& world) {
+  torch::NoGradGuard no_grad;
+  torch::Tensor host = params.values().to(torch::kCPU, false, /*copy=*/true);
+  world.broadcast(host.data_ptr<float>(), static_cast<size_t>(host.numel()), DType::f32, 0);
+  params.values().copy_(host);
+}
 
 torch::Device pick_device(const RunConfig& run, int local_rank) {
   if (run.device == "cpu") return torch::kCPU;
@@ -38,20 +44,21 @@ Trainer::Trainer(const Config& config, MPI_Comm world, TrainerOptions options)
       options_(options),
       world_(world),
       topo_(Topology::from_world(world, static_cast<int>(config.topology.ranks_per_dc))),
+      device_(pick_device(config.run, host_ranks(world).local_rank)),
       world_comm_(std::make_unique<MpiCommunicator>(world)),
-      intra_dc_(std::make_unique<MpiCommunicator>(world, topo_.dc, topo_.member)),
+      intra_mpi_(std::make_unique<MpiCommunicator>(world, topo_.dc, topo_.member)),
+      inter_mpi_(std::make_unique<MpiCommunicator>(world, topo_.member, topo_.dc)),
       stop_(world),
-      model_(nullptr),
-      device_(pick_device(config.run, host_ranks(world).local_rank)) {
+      model_(nullptr) {
   validate_world(config_, topo_.world_size);
-  if (device_.is_cuda() && topo_.ranks_per_dc > 1) {
-    // The intra-dc gradient all-reduce is MPI on host memory until the NCCL path is wired in.
-    throw ConfigError(
-        "config key run.device: cuda with topology.ranks_per_dc > 1 is not supported by this "
-        "build yet (the gradient all-reduce would hand device memory to MPI); use one rank per "
-        "dc on a GPU, or run.device=cpu");
-  }
   set_threads();
+  grad_comm_ =
+      make_intra_dc_communicator(intra_mpi_->handle(), device_.is_cuda() ? device_.index() : -1);
+  const auto& wan = config_.wan;
+  wan_ = std::make_unique<WanLink>(
+      *inter_mpi_, WanModel{wan.bandwidth_gbps, wan.latency_ms, wan.mode == "sleep", topo_.num_dcs,
+                            topo_.ranks_per_dc});
+  reducer_ = std::make_unique<HierarchicalAllreduce>(*intra_mpi_, *wan_);
 
   // Open data first: a missing shard should fail before anything is written.
   train_data_ =
@@ -71,11 +78,18 @@ Trainer::Trainer(const Config& config, MPI_Comm world, TrainerOptions options)
   model_->to(device_);
   params_ = std::make_unique<FlatParams>(*model_);
   // Every replica starts from world rank 0's parameters, whatever the ranks' RNGs did.
-  world_comm_->broadcast(params_->values().data_ptr<float>(), static_cast<size_t>(params_->numel()),
-                         DType::f32, 0);
-  const auto& in = config_.inner;
-  optimizer_ = std::make_unique<FlatAdamW>(
-      *params_, AdamWOptions{in.betas[0], in.betas[1], in.eps, in.weight_decay});
+  broadcast_values(*params_, *world_comm_);
+  optimizer_ = make_inner_optimizer(config_.inner, *params_);
+  const DType wire = config_.outer.wire_dtype == "bf16" ? DType::bf16 : DType::f32;
+  HierarchicalAllreduce* across = !outer_method() && topo_.num_dcs > 1 ? reducer_.get() : nullptr;
+  grad_sync_ = std::make_unique<GradientSync>(*grad_comm_, across, wire, topo_.world_size);
+  if (outer_method()) {
+    const torch::Device state_device =
+        config_.outer.state_device == "device" ? device_ : torch::Device(torch::kCPU);
+    outer_ = std::make_unique<OuterSync>(config_.outer, *params_, *reducer_, *wan_, state_device);
+    controller_ = make_interval_controller(config_.interval);
+    H_ = controller_->first_interval();
+  }
 
   if (options_.write_run_directory && topo_.world_rank == 0) {
     run_dir_.emplace(RunDirectory::create(config_.run.out_dir, config_.run.name));
@@ -119,19 +133,31 @@ void Trainer::log_start() const {
   log::info("data: {} train tokens in {} shards, {} val tokens | {} tokens/step",
             format_si(static_cast<double>(train_data_->num_tokens())), train_data_->num_shards(),
             format_si(static_cast<double>(val_data_->num_tokens())), tokens_per_step());
+  const auto& o = config_.outer;
+  const size_t shard_bytes =
+      HierarchicalAllreduce::shard_size(static_cast<size_t>(params_->numel()), topo_.ranks_per_dc) *
+      (o.wire_dtype == "bf16" ? 2 : 4);
+  if (outer_method()) {
+    log::info("method {}: H {} ({}), outer lr {} momentum {}{}, wire {} | intra-dc {}", o.method,
+              H_, controller_->name(), o.method == "local_sgd" ? 1.0 : o.lr,
+              o.method == "local_sgd" ? 0.0 : o.momentum,
+              o.momentum_schedule.empty() ? "" : " (scheduled)", o.wire_dtype,
+              grad_comm_->backend());
+  } else {
+    log::info("method ddp: gradients all-reduced over the world every step, wire {} | intra-dc {}",
+              o.wire_dtype, grad_comm_->backend());
+  }
+  if (topo_.num_dcs > 1) {
+    log::info("inter-dc link: {} Gbit/s, {} ms ({}): {}B per dc per sync, {:.3f} s per sync",
+              config_.wan.bandwidth_gbps, config_.wan.latency_ms, config_.wan.mode,
+              format_si(static_cast<double>(shard_bytes * static_cast<size_t>(topo_.ranks_per_dc))),
+              wan_->model().seconds(shard_bytes));
+  }
   if (run_dir_) log::info("run directory: {}", run_dir_->path());
 }
 
-void Trainer::allreduce_gradients() {
-  if (intra_dc_->size() == 1) return;
-  torch::Tensor& grads = params_->grads();
-  float* data = grads.data_ptr<float>();
-  const int64_t n = grads.numel();
-  for (int64_t begin = 0; begin < n; begin += kBucketNumel) {
-    const int64_t count = std::min(kBucketNumel, n - begin);
-    intra_dc_->allreduce_sum(data + begin, static_cast<size_t>(count));
-  }
-  grads.mul_(1.0 / intra_dc_->size());
+torch::Tensor Trainer::anchor() const {
+  return outer_ ? outer_->anchor() : torch::Tensor();
 }
 
 StepResult Trainer::train_step() {
@@ -145,12 +171,46 @@ StepResult Trainer::train_step() {
     (loss / static_cast<double>(accum)).backward();
     r.loss += loss.item<double>() / static_cast<double>(accum);
   }
-  allreduce_gradients();
+  grad_sync_->run(*params_);
   r.grad_norm = clip_grad_norm(*params_, config_.inner.grad_clip);
   r.lr = inner_lr(config_.inner, step_, config_.run.steps);
   optimizer_->step(r.lr);
   ++step_;
+  if (!outer_method()) {
+    if (topo_.num_dcs > 1) ++rounds_;  // ddp synchronizes the dcs at every step
+    return r;
+  }
+  ++round_steps_;
+  round_loss_sum_ += r.loss;
+  round_lr_sum_ += r.lr;
+  if (round_steps_ >= H_ || step_ == config_.run.steps) r.round = end_round();
   return r;
+}
+
+RoundStats Trainer::end_round() {
+  // The dc's mean loss, so that every member puts the same scalars into the round's message.
+  double loss = round_loss_sum_ / static_cast<double>(round_steps_);
+  intra_mpi_->allreduce_sum(&loss, 1);
+  loss /= topo_.ranks_per_dc;
+  const double dc_tokens_per_step =
+      static_cast<double>(tokens_per_step()) / static_cast<double>(topo_.num_dcs);
+  RoundInput in;
+  in.round = rounds_ + 1;
+  in.step = step_;
+  in.H = round_steps_;
+  in.loss = loss;
+  in.lr_sum = round_lr_sum_;
+  in.tokens = dc_tokens_per_step * static_cast<double>(round_steps_);
+  in.nominal_tokens = in.tokens;  // equal batches on every dc: uniform weights
+  const RoundStats s = outer_->sync(*params_, in);
+  ++rounds_;
+  h_per_round_.push_back(round_steps_);
+  H_ = controller_->next_interval(s);
+  round_steps_ = 0;
+  round_loss_sum_ = 0.0;
+  round_lr_sum_ = 0.0;
+  log_round(s);
+  return s;
 }
 
 double Trainer::evaluate() {
@@ -173,12 +233,23 @@ double Trainer::world_mean(double value) {
   return value / topo_.world_size;
 }
 
+int64_t Trainer::inter_dc_bytes() const {
+  return wan_->dc_bytes() * topo_.num_dcs;
+}
+
+double Trainer::compute_seconds() const {
+  return std::max(0.0, wall_.seconds() - wan_->wall_seconds());
+}
+
 void Trainer::log_step(const StepResult& r, double interval_loss, double interval_s) {
   const double tokens_per_s =
       static_cast<double>(tokens_per_step() * config_.run.log_every) / std::max(interval_s, 1e-9);
   if (options_.print_progress) {
-    log::info("{}", format_progress({step_, config_.run.steps, interval_loss, r.lr, tokens_per_s,
-                                     wall_.seconds()}));
+    ProgressState p{step_, config_.run.steps, interval_loss, r.lr, tokens_per_s, wall_.seconds()};
+    p.dcs = topo_.num_dcs;
+    p.rounds = rounds_;
+    p.inter_dc_bytes = inter_dc_bytes();
+    log::info("{}", format_progress(p));
   }
   if (!run_dir_) return;
   run_dir_->append_metrics(JsonObject()
@@ -188,7 +259,31 @@ void Trainer::log_step(const StepResult& r, double interval_loss, double interva
                                .add("grad_norm", r.grad_norm)
                                .add("tokens", step_ * tokens_per_step())
                                .add("tokens_per_s", tokens_per_s)
+                               .add("rounds", rounds_)
+                               .add("inter_dc_bytes", inter_dc_bytes())
+                               .add("sim_time_s", compute_seconds() + wan_->link_seconds())
                                .add("elapsed_s", wall_.seconds()));
+}
+
+void Trainer::log_round(const RoundStats& s) {
+  if (!run_dir_) return;
+  run_dir_->append_sync(JsonObject()
+                            .add("round", s.round)
+                            .add("step", s.step)
+                            .add("H", s.H)
+                            .add("loss", s.loss)
+                            .add("lr_sum", s.lr_sum)
+                            .add("tokens", s.tokens)
+                            .add("inter_dc_bytes", s.dc_bytes * topo_.num_dcs)
+                            .add("link_s", s.link_s)
+                            .add("delta_norm", std::sqrt(s.avg_delta_sq))
+                            .add("mean_delta_norm", s.mean_delta_norm)
+                            .add("rho", s.rho)
+                            .add("outer_lr", outer_->optimizer().last_lr())
+                            .add("outer_momentum", outer_->optimizer().last_momentum())
+                            .add("next_H", H_)
+                            .add("sim_time_s", compute_seconds() + wan_->link_seconds())
+                            .add("elapsed_s", wall_.seconds()));
 }
 
 void Trainer::log_eval(double eval_loss) {
@@ -201,6 +296,9 @@ void Trainer::log_eval(double eval_loss) {
                                .add("step", step_)
                                .add("eval_loss", eval_loss)
                                .add("eval_ppl", std::exp(eval_loss))
+                               .add("rounds", rounds_)
+                               .add("inter_dc_bytes", inter_dc_bytes())
+                               .add("sim_time_s", compute_seconds() + wan_->link_seconds())
                                .add("elapsed_s", wall_.seconds()));
 }
 
@@ -210,6 +308,7 @@ TrainSummary Trainer::train() {
   Timer interval;
   double loss_sum = 0.0;
   int64_t loss_count = 0;
+  bool eval_due = false;
   const auto& run = config_.run;
   while (step_ < run.steps) {
     // Every rank learns of a signal at the same step, one step after the first rank saw it.
@@ -229,46 +328,67 @@ TrainSummary Trainer::train() {
       loss_sum = 0.0;
       loss_count = 0;
     }
-    if ((run.eval_every > 0 && step_ % run.eval_every == 0) || last) {
+    eval_due = eval_due || (run.eval_every > 0 && step_ % run.eval_every == 0) || last;
+    // The outer methods evaluate the anchor: at the first round end at or after the eval step.
+    if (eval_due && (!outer_method() || r.round)) {
       s.final_eval_loss = evaluate();
       log_eval(s.final_eval_loss);
+      eval_due = false;
     }
   }
   stop_.drain();
   s.steps = step_;
   s.tokens = step_ * tokens_per_step();
+  s.rounds = rounds_;
+  s.inter_dc_bytes = inter_dc_bytes();
   s.wall_s = wall_.seconds();
+  s.link_s = wan_->link_seconds();
+  const double compute_s = compute_seconds();
+  s.sim_time_s = compute_s + s.link_s;
+  s.compute_utilisation = s.sim_time_s > 0 ? compute_s / s.sim_time_s : 1.0;
+  s.h_per_round = h_per_round_;
   write_summary(s);
   return s;
 }
 
 void Trainer::write_summary(const TrainSummary& s) {
   if (options_.print_progress) {
-    log::info("done: {} steps, {} tokens, final eval loss {:.4f}, {} wall{}", s.steps,
-              format_si(static_cast<double>(s.tokens)), s.final_eval_loss,
-              format_duration(s.wall_s), s.stopped_by_signal ? " (stopped by signal)" : "");
+    log::info(
+        "done: {} steps, {} tokens, {} rounds, {}B inter-dc, final eval loss {:.4f}, {} wall, "
+        "{} simulated ({:.1f}% compute){}",
+        s.steps, format_si(static_cast<double>(s.tokens)), s.rounds,
+        format_si(static_cast<double>(s.inter_dc_bytes)), s.final_eval_loss,
+        format_duration(s.wall_s), format_duration(s.sim_time_s), 100.0 * s.compute_utilisation,
+        s.stopped_by_signal ? " (stopped by signal)" : "");
   }
   if (!run_dir_) return;
-  // Inter-dc figures stay zero until the multi-datacenter engine exists: one dc sends nothing.
-  run_dir_->write_summary(JsonObject()
-                              .add("steps", s.steps)
-                              .add("tokens", s.tokens)
-                              .add("rounds", int64_t{0})
-                              .add("inter_dc_bytes", int64_t{0})
-                              .add("final_train_loss", s.final_train_loss)
-                              .add("final_eval_loss", s.final_eval_loss)
-                              .add("wall_s", s.wall_s)
-                              .add("sim_time_s", s.wall_s)
-                              .add("compute_utilisation", 1.0)
-                              .add("method", "ddp")
-                              .add("controller", "none")
-                              .add("h_per_round", std::vector<int64_t>{})
-                              .add("stopped_by_signal", s.stopped_by_signal)
-                              .add("world_size", int64_t{topo_.world_size})
-                              .add("num_dcs", int64_t{topo_.num_dcs})
-                              .add("parameters", parameter_count(model_))
-                              .add("flops_per_token", flops_per_token(config_.model))
-                              .add("tokens_per_s", static_cast<double>(s.tokens) / s.wall_s));
+  const auto& wan = config_.wan;
+  run_dir_->write_summary(
+      JsonObject()
+          .add("steps", s.steps)
+          .add("tokens", s.tokens)
+          .add("rounds", s.rounds)
+          .add("inter_dc_bytes", s.inter_dc_bytes)
+          .add("final_train_loss", s.final_train_loss)
+          .add("final_eval_loss", s.final_eval_loss)
+          .add("wall_s", s.wall_s)
+          .add("link_s", s.link_s)
+          .add("sim_time_s", s.sim_time_s)
+          .add("compute_utilisation", s.compute_utilisation)
+          .add("method", config_.outer.method)
+          .add("controller", outer_method() ? controller_->name() : std::string("none"))
+          .add("h_per_round", s.h_per_round)
+          .add("stopped_by_signal", s.stopped_by_signal)
+          .add("world_size", int64_t{topo_.world_size})
+          .add("num_dcs", int64_t{topo_.num_dcs})
+          .add("ranks_per_dc", int64_t{topo_.ranks_per_dc})
+          .add("wan", JsonObject()
+                          .add("bandwidth_gbps", wan.bandwidth_gbps)
+                          .add("latency_ms", wan.latency_ms)
+                          .add("mode", wan.mode))
+          .add("parameters", parameter_count(model_))
+          .add("flops_per_token", flops_per_token(config_.model))
+          .add("tokens_per_s", static_cast<double>(s.tokens) / s.wall_s));
   log::info("results: {}/summary.json, {}/metrics.jsonl", run_dir_->path(), run_dir_->path());
 }
 

@@ -1,6 +1,8 @@
-// The Trainer owns the training loop and is the only place that knows the order of events in a
-// step: batches from the rank's own stream, forward/backward, intra-dc gradient all-reduce,
-// clipping, AdamW at the scheduled lr, evaluation, metrics and the stop protocol.
+// The Trainer owns the training loop and is the only place that knows the order of events: each
+// inner step draws batches from the rank's own stream, runs forward/backward, all-reduces the
+// gradients (inside the dc; across the world for ddp), clips and steps the inner optimizer; every
+// H steps (outer methods) the round ends with the outer sync; evaluation, metrics and the stop
+// protocol sit around that.
 #pragma once
 
 #include <mpi.h>
@@ -8,16 +10,24 @@
 
 #include <memory>
 #include <optional>
+#include <vector>
 
+#include "autoloco/comm/communicator.hpp"
+#include "autoloco/comm/hierarchical_allreduce.hpp"
 #include "autoloco/comm/mpi_communicator.hpp"
 #include "autoloco/comm/stop_agreement.hpp"
 #include "autoloco/comm/topology.hpp"
+#include "autoloco/comm/wan_link.hpp"
 #include "autoloco/config/config.hpp"
 #include "autoloco/data/stream.hpp"
 #include "autoloco/metrics/run_directory.hpp"
 #include "autoloco/model/gpt.hpp"
-#include "autoloco/optim/adamw.hpp"
 #include "autoloco/optim/flat_params.hpp"
+#include "autoloco/optim/inner_optimizer.hpp"
+#include "autoloco/optim/round_stats.hpp"
+#include "autoloco/sched/interval_controller.hpp"
+#include "autoloco/train/gradient_sync.hpp"
+#include "autoloco/train/outer_sync.hpp"
 #include "autoloco/util/timer.hpp"
 
 namespace autoloco {
@@ -30,15 +40,22 @@ struct TrainerOptions {
 struct StepResult {
   double loss = 0.0;  // this rank's mean micro-batch loss of the step
   double lr = 0.0;
-  double grad_norm = 0.0;  // dc-wide gradient norm before clipping
+  double grad_norm = 0.0;           // dc-wide (ddp: world-wide) gradient norm before clipping
+  std::optional<RoundStats> round;  // set when this step ended a round
 };
 
 struct TrainSummary {
   int64_t steps = 0;
-  int64_t tokens = 0;  // all ranks
+  int64_t tokens = 0;          // all ranks
+  int64_t rounds = 0;          // inter-dc synchronizations
+  int64_t inter_dc_bytes = 0;  // all dcs together
   double final_train_loss = NAN;
   double final_eval_loss = NAN;
   double wall_s = 0.0;
+  double link_s = 0.0;      // simulated inter-dc link time
+  double sim_time_s = 0.0;  // compute time + link time
+  double compute_utilisation = 1.0;
+  std::vector<int64_t> h_per_round;
   bool stopped_by_signal = false;
 };
 
@@ -47,28 +64,40 @@ class Trainer {
   Trainer(const Config& config, MPI_Comm world, TrainerOptions options = {});
   ~Trainer();
 
-  // The whole run: steps, periodic eval, metrics, summary. Stops early (cleanly, on every rank at
-  // the same step) when a stop signal arrives.
+  // The whole run: steps, rounds, periodic eval, metrics, summary. Stops early (cleanly, on
+  // every rank at the same step) when a stop signal arrives.
   TrainSummary train();
 
-  // One inner step (all ranks of the dc must call it together).
+  // One inner step, and the outer sync when it ends a round (every rank of the world calls it
+  // together). The last step of the run always ends a round.
   StepResult train_step();
 
-  // Mean validation loss over run.eval_batches batches, spread over the world's ranks.
+  // Mean validation loss over run.eval_batches batches, spread over the world's ranks. With an
+  // outer method call it at a round's end, when every replica equals the anchor.
   double evaluate();
 
   const Topology& topology() const { return topo_; }
   FlatParams& params() { return *params_; }
   GPT& model() { return model_; }
   int64_t step() const { return step_; }
+  int64_t rounds() const { return rounds_; }
+  // The current round's planned length (outer methods).
+  int64_t interval() const { return H_; }
+  // The anchor (outer methods; undefined for ddp).
+  torch::Tensor anchor() const;
+  const WanLink& wan() const { return *wan_; }
   int64_t tokens_per_step() const;  // all ranks
+  bool outer_method() const { return config_.outer.method != "ddp"; }
 
  private:
   void set_threads();
   void log_start() const;
-  void allreduce_gradients();
+  RoundStats end_round();
   double world_mean(double value);
+  int64_t inter_dc_bytes() const;
+  double compute_seconds() const;
   void log_step(const StepResult& r, double interval_loss, double interval_s);
+  void log_round(const RoundStats& s);
   void log_eval(double eval_loss);
   void write_summary(const TrainSummary& s);
 
@@ -76,18 +105,31 @@ class Trainer {
   TrainerOptions options_;
   MPI_Comm world_;
   Topology topo_;
+  torch::Device device_;
   std::unique_ptr<MpiCommunicator> world_comm_;
-  std::unique_ptr<MpiCommunicator> intra_dc_;
+  std::unique_ptr<MpiCommunicator> intra_mpi_;  // host buffers inside the dc
+  std::unique_ptr<MpiCommunicator> inter_mpi_;  // peers with the same member index
+  std::unique_ptr<Communicator> grad_comm_;     // NCCL on GPUs, else intra_mpi_'s twin
+  std::unique_ptr<WanLink> wan_;
+  std::unique_ptr<HierarchicalAllreduce> reducer_;
   StopAgreement stop_;
   GPT model_;
   std::unique_ptr<FlatParams> params_;
-  std::unique_ptr<FlatAdamW> optimizer_;
+  std::unique_ptr<InnerOptimizer> optimizer_;
+  std::unique_ptr<GradientSync> grad_sync_;
+  std::unique_ptr<OuterSync> outer_;
+  std::unique_ptr<IntervalController> controller_;
   std::unique_ptr<TokenDataset> train_data_;
   std::unique_ptr<TokenDataset> val_data_;
   std::unique_ptr<BatchStream> stream_;
   std::optional<RunDirectory> run_dir_;
-  torch::Device device_;
   int64_t step_ = 0;
+  int64_t rounds_ = 0;
+  int64_t H_ = 0;            // planned length of the current round
+  int64_t round_steps_ = 0;  // steps done in the current round
+  double round_loss_sum_ = 0.0;
+  double round_lr_sum_ = 0.0;
+  std::vector<int64_t> h_per_round_;
   Timer wall_;
 };
 

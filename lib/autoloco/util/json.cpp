@@ -78,6 +78,16 @@ JsonObject& JsonObject::add(const std::string& key, const JsonObject& value) {
   return *this;
 }
 
+JsonObject& JsonObject::add(const std::string& key, const std::vector<JsonObject>& values) {
+  std::string out = "[";
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (i > 0) out += ",";
+    out += values[i].str();
+  }
+  add_raw(key, out + "]");
+  return *this;
+}
+
 std::string JsonObject::str() const {
   std::string out = "{";
   for (size_t i = 0; i < fields_.size(); ++i) {

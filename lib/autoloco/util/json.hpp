@@ -1,5 +1,5 @@
 // A minimal JSON object writer for metrics lines and summaries (flat or nested objects of
-// numbers, strings, booleans and number arrays). Keys keep insertion order.
+// numbers, strings, booleans, number arrays and arrays of objects). Keys keep insertion order.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +20,7 @@ class JsonObject {
   }
   JsonObject& add(const std::string& key, const std::vector<int64_t>& values);
   JsonObject& add(const std::string& key, const JsonObject& value);
+  JsonObject& add(const std::string& key, const std::vector<JsonObject>& values);
 
   // One line, no trailing newline: suitable for .jsonl.
   std::string str() const;

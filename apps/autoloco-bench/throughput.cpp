@@ -1,0 +1,166 @@
+// autoloco-bench --throughput: the Trainer's inner step against a plain LibTorch loop (same
+// model, batch, threads, torch::optim::AdamW, clipping) in one process on synthetic tokens,
+// alternating the two R times; reports the best tokens/s of each and their ratio.
+#include <mpi.h>
+#include <torch/torch.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "autoloco/config/config.hpp"
+#include "autoloco/data/shard.hpp"
+#include "autoloco/data/stream.hpp"
+#include "autoloco/model/gpt.hpp"
+#include "autoloco/optim/lr_schedule.hpp"
+#include "autoloco/train/trainer.hpp"
+#include "autoloco/util/json.hpp"
+#include "autoloco/util/timer.hpp"
+#include "bench.hpp"
+
+namespace autoloco::bench {
+namespace {
+
+// Random tokens: the benchmark measures compute, not what is learned.
+std::string write_synthetic_shard(const std::string& dir, int64_t vocab) {
+  std::filesystem::create_directories(dir);
+  std::vector<uint32_t> tokens(1 << 20);
+  uint64_t x = 0x9E3779B97F4A7C15ull;
+  for (auto& t : tokens) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    t = static_cast<uint32_t>(x % static_cast<uint64_t>(vocab));
+  }
+  const std::string path = dir + "/bench_000.bin";
+  write_shard(path, tokens, vocab > 65536 ? TokenWidth::u32 : TokenWidth::u16);
+  return path;
+}
+
+double time_trainer(Trainer& trainer, int64_t warmup, int64_t steps) {
+  for (int64_t i = 0; i < warmup; ++i)
+    trainer.train_step();
+  Timer t;
+  for (int64_t i = 0; i < steps; ++i)
+    trainer.train_step();
+  return t.seconds();
+}
+
+// The reference: the loop a LibTorch user would write by hand.
+class PlainLoop {
+ public:
+  PlainLoop(const Config& c, const TokenDataset& data)
+      : config_(c),
+        model_(c.model),
+        stream_(data, c.model.seq_len, c.data.batch_size, 7, 0, 0, {}),
+        optimizer_(param_groups(), torch::optim::AdamWOptions(c.inner.lr)
+                                       .betas({c.inner.betas[0], c.inner.betas[1]})
+                                       .eps(c.inner.eps)) {}
+
+  double time(int64_t warmup, int64_t steps) {
+    for (int64_t i = 0; i < warmup; ++i)
+      step();
+    Timer t;
+    for (int64_t i = 0; i < steps; ++i)
+      step();
+    return t.seconds();
+  }
+
+ private:
+  std::vector<torch::optim::OptimizerParamGroup> param_groups() {
+    std::vector<torch::Tensor> decayed, other;
+    for (const auto& p : model_->named_parameters()) {
+      (is_decayed(p.key(), p.value()) ? decayed : other).push_back(p.value());
+    }
+    std::vector<torch::optim::OptimizerParamGroup> groups;
+    groups.emplace_back(decayed, std::make_unique<torch::optim::AdamWOptions>(
+                                     torch::optim::AdamWOptions(config_.inner.lr)
+                                         .betas({config_.inner.betas[0], config_.inner.betas[1]})
+                                         .eps(config_.inner.eps)
+                                         .weight_decay(config_.inner.weight_decay)));
+    groups.emplace_back(other, std::make_unique<torch::optim::AdamWOptions>(
+                                   torch::optim::AdamWOptions(config_.inner.lr)
+                                       .betas({config_.inner.betas[0], config_.inner.betas[1]})
+                                       .eps(config_.inner.eps)
+                                       .weight_decay(0.0)));
+    return groups;
+  }
+
+  void step() {
+    optimizer_.zero_grad();
+    Batch b = stream_.next();
+    torch::Tensor l = lm_loss(model_->forward(b.inputs), b.targets);
+    l.backward();
+    torch::nn::utils::clip_grad_norm_(model_->parameters(), config_.inner.grad_clip);
+    const double lr = inner_lr(config_.inner, step_++, config_.run.steps);
+    for (auto& g : optimizer_.param_groups()) {
+      static_cast<torch::optim::AdamWOptions&>(g.options()).lr(lr);
+    }
+    optimizer_.step();
+  }
+
+  Config config_;
+  GPT model_;
+  BatchStream stream_;
+  torch::optim::AdamW optimizer_;
+  int64_t step_ = 0;
+};
+
+}  // namespace
+
+int throughput(const Args& args) {
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / ("autoloco-bench-" + std::to_string(::getpid())))
+          .string();
+  std::vector<std::string> overrides = args.overrides;
+  Config probe = args.config_path.empty() ? parse_config("", overrides)
+                                          : load_config(args.config_path, overrides);
+  const std::string shard = write_synthetic_shard(dir, probe.model.vocab_size);
+  overrides.push_back("data.train=" + shard);
+  overrides.push_back("data.val=" + shard);
+  overrides.push_back("topology.ranks_per_dc=1");
+  overrides.push_back("run.steps=1000000");
+  const Config c = args.config_path.empty() ? parse_config("", overrides)
+                                            : load_config(args.config_path, overrides);
+
+  Trainer trainer(c, MPI_COMM_SELF, {false, false});
+  TokenDataset data({shard}, c.model.vocab_size, "bench");
+  torch::manual_seed(static_cast<uint64_t>(c.run.seed));
+  PlainLoop plain(c, data);
+
+  double best_trainer = 1e300, best_plain = 1e300;
+  for (int64_t r = 0; r < args.repeats; ++r) {
+    best_plain = std::min(best_plain, plain.time(r == 0 ? args.warmup : 0, args.steps));
+    best_trainer =
+        std::min(best_trainer, time_trainer(trainer, r == 0 ? args.warmup : 0, args.steps));
+  }
+  const double tokens = static_cast<double>(args.steps * trainer.tokens_per_step());
+  const double trainer_tps = tokens / best_trainer;
+  const double plain_tps = tokens / best_plain;
+  JsonObject model;
+  model.add("n_layer", c.model.n_layer)
+      .add("n_head", c.model.n_head)
+      .add("d_model", c.model.d_model)
+      .add("seq_len", c.model.seq_len)
+      .add("vocab_size", c.model.vocab_size)
+      .add("parameters", parameter_count(trainer.model()));
+  JsonObject out;
+  out.add("benchmark", "throughput")
+      .add("libtorch", TORCH_VERSION)
+      .add("model", model)
+      .add("batch_size", c.data.batch_size)
+      .add("threads", int64_t{torch::get_num_threads()})
+      .add("steps", args.steps)
+      .add("repeats", args.repeats)
+      .add("trainer_tokens_per_s", trainer_tps)
+      .add("plain_tokens_per_s", plain_tps)
+      .add("ratio", trainer_tps / plain_tps);
+  std::printf("%s\n", out.str().c_str());
+  std::filesystem::remove_all(dir);
+  return 0;
+}
+
+}  // namespace autoloco::bench

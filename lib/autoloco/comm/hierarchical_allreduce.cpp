@@ -1,0 +1,62 @@
+#include "autoloco/comm/hierarchical_allreduce.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+namespace autoloco {
+namespace {
+
+// One packed message stays well below MPI's int count of bytes; larger shards go in pieces,
+// the scalars riding with the first.
+constexpr size_t kMaxPieceBytes = size_t{1} << 30;
+
+}  // namespace
+
+HierarchicalAllreduce::HierarchicalAllreduce(Communicator& intra, WanLink& inter)
+    : intra_(intra), inter_(inter) {}
+
+size_t HierarchicalAllreduce::shard_size(size_t n, int members) {
+  const auto m = static_cast<size_t>(members);
+  return (n + m - 1) / m;
+}
+
+void HierarchicalAllreduce::allreduce_sum(float* data, size_t n, double* scalars, size_t k,
+                                          DType wire) {
+  check_wire_dtype(wire);
+  if (inter_.dcs() <= 1) return;  // one dc: its members already agree
+  const int members = intra_.size();
+  const size_t shard = shard_size(n, members);
+  const size_t begin = std::min(n, shard * static_cast<size_t>(intra_.rank()));
+  const size_t end = std::min(n, begin + shard);
+  shard_.assign(shard, 0.0F);
+  std::copy(data + begin, data + end, shard_.begin());
+
+  reduce_shard(shard_.data(), shard, scalars, k, wire);
+
+  if (members == 1) {
+    std::copy(shard_.begin(), shard_.begin() + static_cast<std::ptrdiff_t>(n), data);
+    return;
+  }
+  gathered_.resize(shard * static_cast<size_t>(members));
+  intra_.allgather(shard_.data(), gathered_.data(), shard, DType::f32);
+  std::copy(gathered_.begin(), gathered_.begin() + static_cast<std::ptrdiff_t>(n), data);
+}
+
+void HierarchicalAllreduce::reduce_shard(float* shard, size_t count, double* scalars, size_t k,
+                                         DType wire) {
+  const size_t piece = kMaxPieceBytes / dtype_size(wire);
+  size_t done = 0;
+  do {
+    PackedLayout layout;
+    layout.count = std::min(piece, count - done);
+    layout.wire = wire;
+    layout.scalars = done == 0 ? k : 0;
+    message_.resize(layout.bytes());
+    pack(shard + done, scalars, layout, message_.data());
+    inter_.allreduce_packed(message_.data(), layout);
+    unpack(message_.data(), layout, shard + done, scalars);
+    done += layout.count;
+  } while (done < count);
+}
+
+}  // namespace autoloco

@@ -1,0 +1,38 @@
+#include "autoloco/comm/wan_link.hpp"
+
+#include <chrono>
+#include <thread>
+
+#include "autoloco/util/timer.hpp"
+
+namespace autoloco {
+
+double WanModel::seconds(size_t bytes_per_member) const {
+  if (dcs <= 1) return 0.0;
+  const double g = dcs;
+  const double dc_bytes = static_cast<double>(bytes_per_member) * members;
+  const double bytes_per_s = bandwidth_gbps * 1e9 / 8.0;
+  return 2.0 * (g - 1.0) * (latency_ms * 1e-3 + dc_bytes / (g * bytes_per_s));
+}
+
+WanLink::WanLink(MpiCommunicator& inter, WanModel model) : inter_(inter), model_(model) {
+  model_.dcs = inter.size();
+}
+
+void WanLink::allreduce_packed(std::byte* message, const PackedLayout& layout) {
+  if (model_.dcs <= 1) return;
+  Timer timer;
+  inter_.allreduce_packed(message, layout);
+  const double t = model_.seconds(layout.bytes());
+  link_s_ += t;
+  dc_bytes_ += static_cast<int64_t>(layout.bytes()) * model_.members;
+  ++messages_;
+  if (model_.sleep) {
+    // The real transfer already took some of the simulated time.
+    const double remaining = t - timer.seconds();
+    if (remaining > 0) std::this_thread::sleep_for(std::chrono::duration<double>(remaining));
+  }
+  wall_s_ += timer.seconds();
+}
+
+}  // namespace autoloco

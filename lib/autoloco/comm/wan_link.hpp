@@ -1,0 +1,56 @@
+// The simulated inter-dc link. Every inter-dc all-reduce goes through a WanLink, which carries it
+// over MPI and charges the link time of ALGORITHMS.md §1 to a simulated clock:
+//   T = 2 (G - 1) (latency + n / (G B))
+// for a ring all-reduce of n bytes per dc over G dcs, where B is the dc's bandwidth. The dc's
+// members send their shards at the same time over the same link, so n is the sum of their
+// messages (members x message bytes). In sleep mode the rank also waits T out.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "autoloco/comm/mpi_communicator.hpp"
+#include "autoloco/comm/packed_message.hpp"
+
+namespace autoloco {
+
+struct WanModel {
+  double bandwidth_gbps = 1.0;  // per dc, 1e9 bits/s
+  double latency_ms = 50.0;
+  bool sleep = false;
+  int dcs = 1;
+  int members = 1;  // ranks per dc sharing the link
+
+  // Link seconds of one all-reduce in which every member sends `bytes_per_member` bytes.
+  double seconds(size_t bytes_per_member) const;
+};
+
+class WanLink {
+ public:
+  // `inter` connects this rank with the ranks of the other dcs that share its member index.
+  WanLink(MpiCommunicator& inter, WanModel model);
+
+  // The packed all-reduce across dcs, accounted (and in sleep mode waited for).
+  void allreduce_packed(std::byte* message, const PackedLayout& layout);
+
+  int dcs() const { return model_.dcs; }
+  const WanModel& model() const { return model_; }
+  // Bytes the whole dc handed to the link so far (members x this rank's messages).
+  int64_t dc_bytes() const { return dc_bytes_; }
+  // Simulated link seconds so far.
+  double link_seconds() const { return link_s_; }
+  // Real seconds spent inside allreduce_packed (the transfer, and the sleep in sleep mode):
+  // subtracted from wall-clock to get the compute time of the simulated clock.
+  double wall_seconds() const { return wall_s_; }
+  int64_t messages() const { return messages_; }
+
+ private:
+  MpiCommunicator& inter_;
+  WanModel model_;
+  int64_t dc_bytes_ = 0;
+  int64_t messages_ = 0;
+  double link_s_ = 0.0;
+  double wall_s_ = 0.0;
+};
+
+}  // namespace autoloco

@@ -1,0 +1,22 @@
+#include "autoloco/optim/inner_optimizer.hpp"
+
+#include "autoloco/optim/adamw.hpp"
+#include "autoloco/util/error.hpp"
+
+namespace autoloco {
+
+void FlatSgd::step(double lr) {
+  torch::NoGradGuard no_grad;
+  params_.values().sub_(params_.grads(), lr);
+}
+
+std::unique_ptr<InnerOptimizer> make_inner_optimizer(const InnerConfig& inner, FlatParams& params) {
+  if (inner.optimizer == "sgd") return std::make_unique<FlatSgd>(params);
+  if (inner.optimizer == "adamw") {
+    return std::make_unique<FlatAdamW>(
+        params, AdamWOptions{inner.betas[0], inner.betas[1], inner.eps, inner.weight_decay});
+  }
+  throw ConfigError("config key inner.optimizer: unknown optimizer '" + inner.optimizer + "'");
+}
+
+}  // namespace autoloco

@@ -1,0 +1,60 @@
+// The outer optimizer: moves the anchor by the dcs' averaged pseudo-gradient once per round. A
+// new outer method is one new implementation registered in make_outer_optimizer, not a branch in
+// the training loop.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "autoloco/config/config.hpp"
+#include "autoloco/optim/round_stats.hpp"
+
+namespace autoloco {
+
+class OuterOptimizer {
+ public:
+  virtual ~OuterOptimizer() = default;
+  // anchor <- anchor moved by mean_delta (Δ̄ = anchor − mean replica); both fp32, same device.
+  virtual void step(torch::Tensor& anchor, const torch::Tensor& mean_delta,
+                    const RoundStats& stats) = 0;
+  // The learning rate and momentum the last step used (for syncs.jsonl).
+  virtual double last_lr() const = 0;
+  virtual double last_momentum() const = 0;
+  // Tensors that a checkpoint must keep (name -> tensor, updated in place on load).
+  virtual std::vector<std::pair<std::string, torch::Tensor>> state() = 0;
+};
+
+// SGD with momentum in PyTorch's form, Nesterov by default (DiLoCo):
+//   b <- mu b + Δ̄ ;  anchor <- anchor − lr (Δ̄ + mu b)     (Nesterov)
+//                    anchor <- anchor − lr b               (heavy ball)
+// mu follows outer.momentum and outer.momentum_schedule by the round's last step.
+class NesterovOuter final : public OuterOptimizer {
+ public:
+  NesterovOuter(double lr, double momentum, std::vector<MomentumChange> schedule, bool nesterov);
+
+  void step(torch::Tensor& anchor, const torch::Tensor& mean_delta,
+            const RoundStats& stats) override;
+  double last_lr() const override { return lr_; }
+  double last_momentum() const override { return last_mu_; }
+  std::vector<std::pair<std::string, torch::Tensor>> state() override;
+
+  // The momentum in force for a round that ends after `step` inner steps.
+  double momentum_at(int64_t step) const;
+
+ private:
+  double lr_;
+  double momentum_;
+  std::vector<MomentumChange> schedule_;
+  bool nesterov_;
+  double last_mu_ = 0.0;
+  torch::Tensor buffer_;  // b, created on the first step
+};
+
+// diloco: NesterovOuter from outer.*; local_sgd: plain averaging (lr 1, no momentum). Throws
+// ConfigError for ddp, which has no outer optimizer.
+std::unique_ptr<OuterOptimizer> make_outer_optimizer(const OuterConfig& outer);
+
+}  // namespace autoloco

@@ -1,0 +1,32 @@
+// The statistics of one round (ALGORITHMS.md §2), identical on every rank: the outer optimizer
+// and the interval controller read them, syncs.jsonl records them.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+namespace autoloco {
+
+struct RoundStats {
+  int64_t round = 0;             // 1-based index of the round just finished
+  int64_t step = 0;              // inner steps done when it ended
+  int64_t H = 0;                 // inner steps of this round
+  int dcs = 1;                   // G
+  double loss = NAN;             // mean training loss over the round and all dcs
+  double lr_sum = 0.0;           // S_k: accumulated inner lr of the round
+  double tokens = 0.0;           // tokens of the round, all dcs
+  double mean_delta_sq = 0.0;    // n̄ = mean_i ‖Δ_i‖²
+  double mean_delta_norm = 0.0;  // mean_i ‖Δ_i‖
+  double avg_delta_sq = 0.0;     // a = ‖Δ̄‖²
+  double rho = NAN;              // agreement (G a − n̄) / ((G − 1) n̄), for G ≥ 2
+  double link_s = 0.0;           // simulated link seconds of the round's all-reduce
+  int64_t dc_bytes = 0;          // bytes one dc sent over the link in the round
+
+  // Mean pairwise cosine of the dcs' pseudo-gradients; NaN with one dc or Δ = 0.
+  static double agreement(int dcs, double mean_delta_sq, double avg_delta_sq) {
+    if (dcs < 2 || !(mean_delta_sq > 0.0)) return NAN;
+    return (dcs * avg_delta_sq - mean_delta_sq) / ((dcs - 1) * mean_delta_sq);
+  }
+};
+
+}  // namespace autoloco

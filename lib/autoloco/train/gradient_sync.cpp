@@ -1,0 +1,57 @@
+#include "autoloco/train/gradient_sync.hpp"
+
+#include <algorithm>
+
+namespace autoloco {
+namespace {
+
+// Gradients cross the intra-dc link in buckets of this many floats (16 MiB), so one huge model
+// never needs one huge message and the buckets can later overlap the backward pass.
+constexpr int64_t kBucketNumel = int64_t{1} << 22;
+
+}  // namespace
+
+GradientSync::GradientSync(Communicator& intra, HierarchicalAllreduce* across_dcs, DType wire,
+                           int world_size)
+    : intra_(intra), across_(across_dcs), wire_(wire), world_size_(world_size) {}
+
+void GradientSync::run(FlatParams& params) {
+  torch::NoGradGuard no_grad;
+  torch::Tensor& grads = params.grads();
+  allreduce_intra(grads);
+  if (across_ != nullptr) {
+    allreduce_across(grads);
+    grads.div_(world_size_);
+  } else if (intra_.size() > 1) {
+    grads.div_(intra_.size());
+  }
+}
+
+void GradientSync::allreduce_intra(torch::Tensor& grads) {
+  if (intra_.size() == 1) return;
+  float* data = grads.data_ptr<float>();
+  const int64_t n = grads.numel();
+  for (int64_t begin = 0; begin < n; begin += kBucketNumel) {
+    const int64_t count = std::min(kBucketNumel, n - begin);
+    intra_.allreduce_sum(data + begin, static_cast<size_t>(count));
+  }
+}
+
+void GradientSync::allreduce_across(torch::Tensor& grads) {
+  if (!grads.is_cuda()) {
+    across_->allreduce_sum(grads.data_ptr<float>(), static_cast<size_t>(grads.numel()), nullptr, 0,
+                           wire_);
+    return;
+  }
+  // Inter-dc traffic is MPI on host memory: stage through a pinned buffer.
+  if (!staging_.defined()) {
+    staging_ = torch::empty({grads.numel()},
+                            torch::TensorOptions().dtype(torch::kFloat).pinned_memory(true));
+  }
+  staging_.copy_(grads);
+  across_->allreduce_sum(staging_.data_ptr<float>(), static_cast<size_t>(staging_.numel()), nullptr,
+                         0, wire_);
+  grads.copy_(staging_);
+}
+
+}  // namespace autoloco

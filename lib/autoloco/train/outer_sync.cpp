@@ -1,0 +1,73 @@
+#include "autoloco/train/outer_sync.hpp"
+
+#include <cmath>
+
+namespace autoloco {
+namespace {
+
+// The scalars that ride in the round's inter-dc message, summed over dcs.
+enum Scalar { kWeight, kLoss, kDeltaSq, kDeltaNorm, kTokens, kLrSum, kNumScalars };
+
+}  // namespace
+
+OuterSync::OuterSync(const OuterConfig& outer, FlatParams& params, HierarchicalAllreduce& reducer,
+                     WanLink& link, torch::Device state_device)
+    : wire_(outer.wire_dtype == "bf16" ? DType::bf16 : DType::f32),
+      optimizer_(make_outer_optimizer(outer)),
+      reducer_(reducer),
+      link_(link) {
+  torch::NoGradGuard no_grad;
+  anchor_ = params.values().detach().to(state_device, torch::kFloat, false, /*copy=*/true);
+  staging_ = torch::empty(
+      {params.numel()},
+      torch::TensorOptions().dtype(torch::kFloat).pinned_memory(params.values().is_cuda()));
+}
+
+RoundStats OuterSync::sync(FlatParams& params, const RoundInput& in) {
+  torch::NoGradGuard no_grad;
+  // Δ_i = anchor − replica, computed where the anchor lives, then staged on the host.
+  const torch::Tensor delta = anchor_ - params.values().to(anchor_.device());
+  staging_.copy_(delta);
+  const double delta_norm = staging_.norm().item<double>();
+  const double weight = in.tokens / in.nominal_tokens;
+  if (weight != 1.0) staging_.mul_(weight);
+
+  double scalars[kNumScalars] = {};
+  scalars[kWeight] = weight;
+  scalars[kLoss] = in.loss;
+  scalars[kDeltaSq] = delta_norm * delta_norm;
+  scalars[kDeltaNorm] = delta_norm;
+  scalars[kTokens] = in.tokens;
+  scalars[kLrSum] = in.lr_sum;
+  const double link_before = link_.link_seconds();
+  const int64_t bytes_before = link_.dc_bytes();
+  reducer_.allreduce_sum(staging_.data_ptr<float>(), static_cast<size_t>(staging_.numel()), scalars,
+                         kNumScalars, wire_);
+  // Token-weighted mean: Σ w_i Δ_i / Σ w_i (an exact division by G when batches are equal).
+  staging_.div_(scalars[kWeight]);
+
+  RoundStats s;
+  const int g = link_.dcs();
+  s.round = in.round;
+  s.step = in.step;
+  s.H = in.H;
+  s.dcs = g;
+  s.loss = scalars[kLoss] / g;
+  s.lr_sum = scalars[kLrSum] / g;
+  s.tokens = scalars[kTokens];
+  s.mean_delta_sq = scalars[kDeltaSq] / g;
+  s.mean_delta_norm = scalars[kDeltaNorm] / g;
+  const double avg_norm = staging_.norm().item<double>();
+  s.avg_delta_sq = avg_norm * avg_norm;
+  s.rho = RoundStats::agreement(g, s.mean_delta_sq, s.avg_delta_sq);
+  s.link_s = link_.link_seconds() - link_before;
+  s.dc_bytes = link_.dc_bytes() - bytes_before;
+
+  const torch::Tensor mean_delta =
+      anchor_.is_cuda() ? staging_.to(anchor_.device(), /*non_blocking=*/false) : staging_;
+  optimizer_->step(anchor_, mean_delta, s);
+  params.values().copy_(anchor_);
+  return s;
+}
+
+}  // namespace autoloco

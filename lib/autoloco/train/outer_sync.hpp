@@ -1,0 +1,51 @@
+// The end of a round (DESIGN.md, data flow): pseudo-gradient Δ_i = anchor − replica, the
+// hierarchical all-reduce of the token-weighted Δ_i with the round's scalars riding along, the
+// round's statistics, the outer optimizer step on the anchor, and every replica reset to it.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <memory>
+
+#include "autoloco/comm/hierarchical_allreduce.hpp"
+#include "autoloco/config/config.hpp"
+#include "autoloco/optim/flat_params.hpp"
+#include "autoloco/optim/outer_optimizer.hpp"
+#include "autoloco/optim/round_stats.hpp"
+
+namespace autoloco {
+
+// What this dc brings to the round (identical on every member of the dc).
+struct RoundInput {
+  int64_t round = 0;
+  int64_t step = 0;
+  int64_t H = 0;
+  double loss = NAN;    // the dc's mean training loss over the round
+  double lr_sum = 0.0;  // S_k
+  double tokens = 0.0;  // the dc's tokens in the round
+  double nominal_tokens =
+      0.0;  // a full dc's tokens in a round of H steps; weights are relative to it
+};
+
+class OuterSync {
+ public:
+  // The anchor starts as `params`' current values; the outer state lives on `state_device`.
+  OuterSync(const OuterConfig& outer, FlatParams& params, HierarchicalAllreduce& reducer,
+            WanLink& link, torch::Device state_device);
+
+  // One round's end, on every rank of the world together. Returns the round's statistics.
+  RoundStats sync(FlatParams& params, const RoundInput& in);
+
+  torch::Tensor& anchor() { return anchor_; }
+  OuterOptimizer& optimizer() { return *optimizer_; }
+
+ private:
+  DType wire_;
+  std::unique_ptr<OuterOptimizer> optimizer_;
+  HierarchicalAllreduce& reducer_;
+  WanLink& link_;
+  torch::Tensor anchor_;   // fp32, state device
+  torch::Tensor staging_;  // fp32 host buffer for the wire (pinned when params live on a GPU)
+};
+
+}  // namespace autoloco

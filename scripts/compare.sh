@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Runs several configs one after another under mpirun with the same data and tokens, into one
+# output directory, and prints a Markdown table of their summaries (scripts/results_table.py).
+#   scripts/compare.sh [--ranks N] [--out DIR] CONFIG.yaml... [-- extra autoloco-train args]
+# Example (the table in docs/results.md):
+#   scripts/compare.sh --ranks 4 configs/ddp.yaml configs/diloco.yaml
+# Runs one at a time so that each one's wall-clock and simulated time are its own.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/env.sh
+ranks=4
+out="runs/compare-$(date +%Y%m%d-%H%M%S)"
+configs=()
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --ranks) ranks=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    --) shift; break ;;
+    *) configs+=("$1"); shift ;;
+  esac
+done
+[[ ${#configs[@]} -gt 0 ]] || { echo "usage: $0 [--ranks N] [--out DIR] CONFIG.yaml... [-- args]" >&2; exit 2; }
+
+scripts/setup.sh release apps
+bin=build/release/apps
+scripts/prepare-data.sh "$bin"
+
+for config in "${configs[@]}"; do
+  name=$(basename "$config" .yaml)
+  if [[ -f "$out/$name/summary.json" ]]; then
+    echo "compare: $out/$name is done, skipping" >&2
+    continue
+  fi
+  echo "compare: $config -> $out/$name ($ranks ranks)" >&2
+  mpirun -n "$ranks" "$bin/autoloco-train" "$config" --set run.out_dir="$out" \
+    --set run.name="$name" "$@"
+done
+"$AUTOLOCO_PYTHON" scripts/results_table.py "$out"/*/summary.json | tee "$out/table.md"
+echo "compare: table in $out/table.md" >&2

@@ -1,0 +1,79 @@
+// The inter-dc message format (payload in the wire dtype, scalars in double) and the WAN link
+// model's cost formula, without MPI.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "autoloco/comm/packed_message.hpp"
+#include "autoloco/comm/wan_link.hpp"
+
+using namespace autoloco;
+
+TEST_CASE("bf16: round to nearest even and exact widening", "[comm]") {
+  CHECK(bf16_to_float(float_to_bf16(1.0F)) == 1.0F);
+  CHECK(bf16_to_float(float_to_bf16(-3.5F)) == -3.5F);
+  // 1 + 2^-8 is halfway between 1 and 1 + 2^-7: ties go to the even mantissa (1).
+  CHECK(bf16_to_float(float_to_bf16(1.0F + 0.00390625F)) == 1.0F);
+  // Just above halfway rounds up.
+  CHECK(bf16_to_float(float_to_bf16(1.0F + 0.0040F)) == 1.0F + 0.0078125F);
+  CHECK(std::isnan(bf16_to_float(float_to_bf16(std::numeric_limits<float>::quiet_NaN()))));
+  CHECK(std::isinf(bf16_to_float(float_to_bf16(std::numeric_limits<float>::infinity()))));
+}
+
+TEST_CASE("packed message: layout, round trip and sum", "[comm]") {
+  const std::vector<float> a = {1.5F, -2.0F, 3.25F};
+  const std::vector<float> b = {0.5F, 4.0F, -1.25F};
+  const double sa[2] = {1e-12, 1e15};
+  const double sb[2] = {2e-12, 1.0};
+
+  SECTION("fp32 payload: exact") {
+    const PackedLayout layout{3, DType::f32, 2};
+    CHECK(layout.payload_bytes() == 16);  // 12 padded to 8
+    CHECK(layout.bytes() == 32);
+    std::vector<std::byte> ma(layout.bytes()), mb(layout.bytes());
+    pack(a.data(), sa, layout, ma.data());
+    pack(b.data(), sb, layout, mb.data());
+    packed_sum(ma.data(), mb.data(), layout);
+    std::vector<float> out(3);
+    double s[2] = {};
+    unpack(mb.data(), layout, out.data(), s);
+    CHECK(out == std::vector<float>{2.0F, 2.0F, 2.0F});
+    // The scalars keep double precision: 1e15 + 1 survives, 3e-12 is not lost next to it.
+    CHECK(s[0] == 3e-12);
+    CHECK(s[1] == 1e15 + 1.0);
+  }
+  SECTION("bf16 payload: half the bytes, values rounded to bf16, scalars still double") {
+    const PackedLayout layout{3, DType::bf16, 2};
+    CHECK(layout.payload_bytes() == 8);  // 6 padded to 8
+    std::vector<std::byte> ma(layout.bytes()), mb(layout.bytes());
+    const std::vector<float> c = {1.0F + 1.0F / 64, 100.0F, 0.1F};
+    pack(c.data(), sa, layout, ma.data());
+    pack(c.data(), sb, layout, mb.data());
+    packed_sum(ma.data(), mb.data(), layout);
+    std::vector<float> out(3);
+    double s[2] = {};
+    unpack(mb.data(), layout, out.data(), s);
+    CHECK(out[0] == 2.0F + 2.0F / 64);
+    CHECK(out[1] == 200.0F);
+    CHECK(out[2] == Approx(0.2F).epsilon(1.0 / 128));
+    CHECK(s[1] == 1e15 + 1.0);
+  }
+  SECTION("only fp32 and bf16 travel on the wire") {
+    CHECK_THROWS(check_wire_dtype(DType::f64));
+    CHECK_NOTHROW(check_wire_dtype(DType::bf16));
+  }
+}
+
+TEST_CASE("WAN model: T = 2 (G - 1) (latency + members x bytes / (G B))", "[comm]") {
+  WanModel m{1.0, 50.0, false, 4, 1};
+  // 125 MB per dc at 1 Gbit/s over 4 dcs: 2 * 3 * (0.05 + 1.25e8 / (4 * 1.25e8)) = 1.8 s.
+  CHECK(m.seconds(125'000'000) == Approx(1.8));
+  m.members = 2;  // two members share the dc's link: each sends half, the dc the same total
+  CHECK(m.seconds(62'500'000) == Approx(1.8));
+  m.dcs = 1;  // one dc never uses the link
+  CHECK(m.seconds(62'500'000) == 0.0);
+  WanModel fast{100.0, 0.0, false, 2, 1};
+  CHECK(fast.seconds(1'000'000) == Approx(2.0 * 1e6 / (2 * 12.5e9)));
+}

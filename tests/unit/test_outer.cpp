@@ -1,0 +1,112 @@
+// The outer optimizer (Nesterov and heavy-ball SGD, plain averaging, the momentum schedule), the
+// fixed interval controller, and the agreement statistic.
+#include <torch/torch.h>
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+#include "autoloco/config/config.hpp"
+#include "autoloco/optim/outer_optimizer.hpp"
+#include "autoloco/sched/interval_controller.hpp"
+#include "autoloco/util/error.hpp"
+
+using namespace autoloco;
+
+namespace {
+
+RoundStats at_step(int64_t step) {
+  RoundStats s;
+  s.step = step;
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("outer Nesterov: two steps follow b <- mu b + d, theta <- theta - lr (d + mu b)",
+          "[outer]") {
+  NesterovOuter outer(0.7, 0.9, {}, true);
+  torch::Tensor anchor = torch::tensor({1.0F, -2.0F});
+  const torch::Tensor d1 = torch::tensor({0.1F, 0.2F});
+  const torch::Tensor d2 = torch::tensor({-0.3F, 0.05F});
+  outer.step(anchor, d1, at_step(10));
+  // b = d1; theta = theta0 - 0.7 (d1 + 0.9 d1)
+  CHECK(anchor[0].item<float>() == Approx(1.0 - 0.7 * 1.9 * 0.1));
+  CHECK(anchor[1].item<float>() == Approx(-2.0 - 0.7 * 1.9 * 0.2));
+  outer.step(anchor, d2, at_step(20));
+  const double b0 = 0.9 * 0.1 - 0.3;
+  CHECK(anchor[0].item<float>() == Approx(1.0 - 0.7 * 1.9 * 0.1 - 0.7 * (-0.3 + 0.9 * b0)));
+  CHECK(outer.last_lr() == 0.7);
+  CHECK(outer.last_momentum() == 0.9);
+}
+
+TEST_CASE("outer heavy ball: theta <- theta - lr b", "[outer]") {
+  NesterovOuter outer(0.5, 0.5, {}, false);
+  torch::Tensor anchor = torch::tensor({0.0F});
+  outer.step(anchor, torch::tensor({1.0F}), at_step(1));
+  CHECK(anchor.item<float>() == Approx(-0.5));
+  outer.step(anchor, torch::tensor({1.0F}), at_step(2));
+  CHECK(anchor.item<float>() == Approx(-0.5 - 0.5 * 1.5));
+}
+
+TEST_CASE("local_sgd: the new anchor is exactly the mean replica", "[outer]") {
+  Config c = parse_config("", {"outer.method=local_sgd"});
+  auto outer = make_outer_optimizer(c.outer);
+  const torch::Tensor anchor0 = torch::randn({64});
+  const torch::Tensor mean_replica = anchor0 + 0.01 * torch::randn({64});
+  torch::Tensor anchor = anchor0.clone();
+  outer->step(anchor, anchor0 - mean_replica, at_step(5));
+  CHECK(torch::allclose(anchor, mean_replica, 0.0, 1e-7));
+  CHECK(outer->last_lr() == 1.0);
+  CHECK(outer->last_momentum() == 0.0);
+}
+
+TEST_CASE("outer momentum schedule: mu by the round's last step", "[outer]") {
+  Config c = parse_config("", {"outer.momentum=0.75", "outer.momentum_schedule=[\"400:0.9\"]"});
+  NesterovOuter outer(c.outer.lr, c.outer.momentum, parse_momentum_schedule(c.outer), true);
+  CHECK(outer.momentum_at(0) == 0.75);
+  CHECK(outer.momentum_at(399) == 0.75);
+  CHECK(outer.momentum_at(400) == 0.9);
+  CHECK(outer.momentum_at(10000) == 0.9);
+  torch::Tensor anchor = torch::zeros({1});
+  outer.step(anchor, torch::ones({1}), at_step(420));
+  CHECK(outer.last_momentum() == 0.9);
+}
+
+TEST_CASE("outer config: bad values name the key", "[outer][config]") {
+  CHECK_THROWS_WITH(parse_config("", {"outer.method=adam"}), Catch::Contains("outer.method"));
+  CHECK_THROWS_WITH(parse_config("", {"outer.momentum=1.0"}), Catch::Contains("outer.momentum"));
+  CHECK_THROWS_WITH(parse_config("", {"outer.momentum_schedule=[\"400\"]"}),
+                    Catch::Contains("outer.momentum_schedule"));
+  CHECK_THROWS_WITH(parse_config("", {"outer.momentum_schedule=[\"400:0.9\", \"300:0.8\"]"}),
+                    Catch::Contains("steps must increase"));
+  CHECK_THROWS_WITH(parse_config("", {"outer.wire_dtype=fp8"}),
+                    Catch::Contains("outer.wire_dtype"));
+  CHECK_THROWS_WITH(parse_config("", {"interval.H=0"}), Catch::Contains("interval.H"));
+  CHECK_THROWS_WITH(parse_config("", {"wan.mode=fast"}), Catch::Contains("wan.mode"));
+  CHECK_THROWS_WITH(parse_config("", {"wan.bandwidth_gbps=0"}),
+                    Catch::Contains("wan.bandwidth_gbps"));
+  CHECK_THROWS_WITH(make_outer_optimizer(parse_config("", {"outer.method=ddp"}).outer),
+                    Catch::Contains("no outer optimizer"));
+}
+
+TEST_CASE("fixed interval: H every round, no state", "[sched]") {
+  auto c = make_interval_controller(parse_config("", {"interval.H=17"}).interval);
+  CHECK(c->name() == "fixed");
+  CHECK(c->first_interval() == 17);
+  RoundStats s;
+  s.rho = 0.9;
+  CHECK(c->next_interval(s) == 17);
+  CHECK(c->state().empty());
+  CHECK_NOTHROW(c->load_state({}));
+  CHECK_THROWS_AS(c->load_state({1.0}), CheckpointError);
+}
+
+TEST_CASE("agreement rho: 1 for equal pseudo-gradients, -1/(G-1) for cancelling ones", "[outer]") {
+  // Two dcs, Δ_1 = Δ_2 = x: mean ‖Δ_i‖² = |x|², ‖Δ̄‖² = |x|².
+  CHECK(RoundStats::agreement(2, 4.0, 4.0) == Approx(1.0));
+  // Δ_2 = −Δ_1: ‖Δ̄‖² = 0.
+  CHECK(RoundStats::agreement(2, 4.0, 0.0) == Approx(-1.0));
+  // Four orthogonal, equal-norm Δ_i: ‖Δ̄‖² = |x|² / 4, so rho = 0.
+  CHECK(RoundStats::agreement(4, 1.0, 0.25) == Approx(0.0).margin(1e-12));
+  CHECK(std::isnan(RoundStats::agreement(1, 1.0, 1.0)));
+}
