@@ -22,8 +22,10 @@ int checked_count(size_t count) {
 }
 
 // MPI user functions get no context pointer: the layout of the message being reduced is
-// published here for the duration of one allreduce_packed call on this thread.
-thread_local const PackedLayout* current_layout = nullptr;
+// published here for the duration of one allreduce_packed call. Not thread_local, because an
+// MPI library may apply the operation on its progress thread; only one thread of a rank calls
+// MPI, so one packed all-reduce is in flight at a time.
+const PackedLayout* current_layout = nullptr;
 
 void packed_sum_op(void* in, void* inout, int* len, MPI_Datatype*) {
   const size_t stride = current_layout->bytes();
