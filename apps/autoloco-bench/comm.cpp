@@ -3,6 +3,7 @@
 // same vector over the whole world, for several vector sizes. Reported as nccl-tests do: time
 // per operation (max over ranks, mean over iterations), algbw = bytes / time and busbw = algbw
 // 2 (P - 1) / P, with a data check of every result, and the bytes each rank sent across dcs.
+// The hierarchical path carries a round's six scalars, as the outer sync does.
 #include <mpi.h>
 
 #include <algorithm>
@@ -63,11 +64,18 @@ JsonObject measure(const Args& args, int64_t n, const Topology& topo, MpiCommuni
   std::vector<float> data(count);
   WanLink link(inter, WanModel{1.0, 50.0, false, topo.num_dcs, topo.ranks_per_dc});
   HierarchicalAllreduce reducer(intra, link);
-  double none[1] = {0.0};
+  // As in a round's end: six scalars ride in the message, so the packed reduction runs.
+  constexpr size_t kScalars = 6;
+  double scalars[kScalars] = {};
   const double hier_s = time_op(
       data, topo.dc, args.iters, args.warmup,
-      [&] { reducer.allreduce_sum(data.data(), count, none, 0, DType::f32); }, world.handle());
-  const bool hier_ok = all_ranks(check(data, topo.num_dcs, 1), world.handle());
+      [&] {
+        std::fill(scalars, scalars + kScalars, 1.0 + topo.dc);
+        reducer.allreduce_sum(data.data(), count, scalars, kScalars, DType::f32);
+      },
+      world.handle());
+  const bool scalars_ok = scalars[0] == topo.num_dcs * (topo.num_dcs + 1) / 2.0;
+  const bool hier_ok = all_ranks(check(data, topo.num_dcs, 1) && scalars_ok, world.handle());
   const double plain_s = time_op(
       data, topo.dc, args.iters, args.warmup, [&] { world.allreduce_sum(data.data(), count); },
       world.handle());
@@ -80,9 +88,9 @@ JsonObject measure(const Args& args, int64_t n, const Topology& topo, MpiCommuni
   const int64_t ops = args.iters + args.warmup;
   const int64_t per_rank =
       link.messages() > 0 ? link.dc_bytes() / topo.ranks_per_dc / ops : int64_t{0};
-  const auto expected = static_cast<int64_t>(
-      PackedLayout{HierarchicalAllreduce::shard_size(count, topo.ranks_per_dc), DType::f32, 0}
-          .bytes());
+  const auto expected = static_cast<int64_t>(PackedLayout{
+      HierarchicalAllreduce::shard_size(count, topo.ranks_per_dc), DType::f32, kScalars}
+                                                 .bytes());
   return JsonObject()
       .add("floats", n)
       .add("bytes", static_cast<int64_t>(bytes))

@@ -115,6 +115,11 @@ void MpiCommunicator::broadcast(void* data, size_t count, DType type, int root) 
 void MpiCommunicator::allreduce_packed(std::byte* message, const PackedLayout& layout) {
   check_wire_dtype(layout.wire);
   if (size_ == 1) return;
+  if (layout.wire == DType::f32 && layout.scalars == 0) {
+    // Nothing but fp32 (ddp's gradients): MPI's built-in sum is the same reduction, faster.
+    allreduce_sum(message, layout.count, DType::f32);
+    return;
+  }
   MPI_Datatype type = MPI_DATATYPE_NULL;
   MPI_Op op = MPI_OP_NULL;
   AUTOLOCO_MPI(MPI_Type_contiguous(checked_count(layout.bytes()), MPI_BYTE, &type));

@@ -66,7 +66,15 @@ void unpack(const std::byte* in, const PackedLayout& layout, float* values, doub
 }
 
 void packed_sum(const std::byte* in, std::byte* inout, const PackedLayout& layout) {
-  if (layout.wire == DType::f32) {
+  const bool aligned = reinterpret_cast<uintptr_t>(in) % alignof(float) == 0 &&
+                       reinterpret_cast<uintptr_t>(inout) % alignof(float) == 0;
+  if (layout.wire == DType::f32 && aligned) {
+    // The hot case (fp32 pseudo-gradients): a plain loop the compiler vectorises.
+    const auto* a = reinterpret_cast<const float*>(in);
+    auto* b = reinterpret_cast<float*>(inout);
+    for (size_t i = 0; i < layout.count; ++i)
+      b[i] += a[i];
+  } else if (layout.wire == DType::f32) {
     for (size_t i = 0; i < layout.count; ++i) {
       float a = 0.0F;
       float b = 0.0F;
