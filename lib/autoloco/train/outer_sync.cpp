@@ -43,7 +43,7 @@ RoundStats OuterSync::sync(FlatParams& params, const RoundInput& in) {
   const int64_t bytes_before = link_.dc_bytes();
   reducer_.allreduce_sum(staging_.data_ptr<float>(), static_cast<size_t>(staging_.numel()), scalars,
                          kNumScalars, wire_);
-  // Token-weighted mean: Σ w_i Δ_i / Σ w_i (an exact division by G when batches are equal).
+  // Token-weighted mean: Σ w_i Δ_i / Σ w_i, a plain division by G when batches are equal.
   staging_.div_(scalars[kWeight]);
 
   RoundStats s;
