@@ -36,6 +36,13 @@ TEST_CASE("mpi communicator: allreduce_sum and allgather and broadcast", "[np=3]
     CHECK(all[2 * static_cast<size_t>(k) + 1] == 10 * k);
   }
 
+  // In place: this rank's part already sits at its slot.
+  std::vector<int64_t> slots(2 * static_cast<size_t>(n), -1);
+  slots[2 * static_cast<size_t>(r)] = r;
+  slots[2 * static_cast<size_t>(r) + 1] = 10 * r;
+  comm.allgather(slots.data() + 2 * r, slots.data(), 2, DType::i64);
+  CHECK(slots == all);
+
   std::vector<float> b(5, static_cast<float>(r));
   comm.broadcast(b.data(), b.size(), DType::f32, n - 1);
   CHECK(b[4] == static_cast<float>(n - 1));

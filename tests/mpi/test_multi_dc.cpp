@@ -46,7 +46,7 @@ TEST_CASE("hierarchical all-reduce equals a plain MPI_Allreduce across dcs for u
   Layout layout(2);
   WanLink link(layout.inter, WanModel{1.0, 50.0, false, 2, 2});
   HierarchicalAllreduce reducer(layout.intra, link);
-  for (size_t n : {size_t{1}, size_t{2}, size_t{7}, size_t{1001}, size_t{4099}}) {
+  for (size_t n : {size_t{1}, size_t{2}, size_t{7}, size_t{1000}, size_t{1001}, size_t{4099}}) {
     // Identical inside a dc, different across dcs, not exactly summable in bf16.
     std::vector<float> data(n);
     for (size_t i = 0; i < n; ++i) {

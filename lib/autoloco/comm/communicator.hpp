@@ -20,7 +20,8 @@ class Communicator {
 
   // In place: data[i] <- sum over ranks of data[i].
   virtual void allreduce_sum(void* data, size_t count, DType type) = 0;
-  // recv holds size() * count elements, rank r's contribution at offset r * count.
+  // recv holds size() * count elements, rank r's contribution at offset r * count. `send` may
+  // be that very slot of `recv` (in place).
   virtual void allgather(const void* send, void* recv, size_t count, DType type) = 0;
   virtual void broadcast(void* data, size_t count, DType type, int root) = 0;
   virtual void barrier() = 0;

@@ -6,8 +6,8 @@
 namespace autoloco {
 namespace {
 
-// One packed message stays well below MPI's int count of bytes; larger shards go in pieces,
-// the scalars riding with the first.
+// Each all-reduce's messages stay well below MPI's int count of bytes; larger shards go in
+// pieces, the scalars riding with the first.
 constexpr size_t kMaxPieceBytes = size_t{1} << 30;
 
 }  // namespace
@@ -28,15 +28,16 @@ void HierarchicalAllreduce::allreduce_sum(float* data, size_t n, double* scalars
   const size_t shard = shard_size(n, members);
   const size_t begin = std::min(n, shard * static_cast<size_t>(intra_.rank()));
   const size_t end = std::min(n, begin + shard);
-  shard_.assign(shard, 0.0F);
-  std::copy(data + begin, data + end, shard_.begin());
-
-  reduce_shard(shard_.data(), shard, scalars, k, wire);
-
-  if (members == 1) {
-    std::copy(shard_.begin(), shard_.begin() + static_cast<std::ptrdiff_t>(n), data);
+  if (n == shard * static_cast<size_t>(members)) {
+    // Even shards: reduce and gather in place, no copies.
+    reduce_shard(data + begin, shard, scalars, k, wire);
+    if (members > 1) intra_.allgather(data + begin, data, shard, DType::f32);
     return;
   }
+  // Uneven: every member reduces a zero-padded shard of the same length.
+  shard_.assign(shard, 0.0F);
+  std::copy(data + begin, data + end, shard_.begin());
+  reduce_shard(shard_.data(), shard, scalars, k, wire);
   gathered_.resize(shard * static_cast<size_t>(members));
   intra_.allgather(shard_.data(), gathered_.data(), shard, DType::f32);
   std::copy(gathered_.begin(), gathered_.begin() + static_cast<std::ptrdiff_t>(n), data);
@@ -47,15 +48,9 @@ void HierarchicalAllreduce::reduce_shard(float* shard, size_t count, double* sca
   const size_t piece = kMaxPieceBytes / dtype_size(wire);
   size_t done = 0;
   do {
-    PackedLayout layout;
-    layout.count = std::min(piece, count - done);
-    layout.wire = wire;
-    layout.scalars = done == 0 ? k : 0;
-    message_.resize(layout.bytes());
-    pack(shard + done, scalars, layout, message_.data());
-    inter_.allreduce_packed(message_.data(), layout);
-    unpack(message_.data(), layout, shard + done, scalars);
-    done += layout.count;
+    const size_t n = std::min(piece, count - done);
+    inter_.allreduce(shard + done, n, wire, scalars, done == 0 ? k : 0);
+    done += n;
   } while (done < count);
 }
 

@@ -34,7 +34,6 @@ class HierarchicalAllreduce {
   WanLink& inter_;
   std::vector<float> shard_;
   std::vector<float> gathered_;
-  std::vector<std::byte> message_;
 };
 
 }  // namespace autoloco

@@ -21,20 +21,6 @@ int checked_count(size_t count) {
   return static_cast<int>(count);
 }
 
-// MPI user functions get no context pointer: the layout of the message being reduced is
-// published here for the duration of one allreduce_packed call. Not thread_local, because an
-// MPI library may apply the operation on its progress thread; only one thread of a rank calls
-// MPI, so one packed all-reduce is in flight at a time.
-const PackedLayout* current_layout = nullptr;
-
-void packed_sum_op(void* in, void* inout, int* len, MPI_Datatype*) {
-  const size_t stride = current_layout->bytes();
-  for (int i = 0; i < *len; ++i) {
-    packed_sum(static_cast<const std::byte*>(in) + stride * static_cast<size_t>(i),
-               static_cast<std::byte*>(inout) + stride * static_cast<size_t>(i), *current_layout);
-  }
-}
-
 }  // namespace
 
 size_t dtype_size(DType t) {
@@ -98,8 +84,11 @@ void MpiCommunicator::allreduce_sum(void* data, size_t count, DType type) {
 }
 
 void MpiCommunicator::allgather(const void* send, void* recv, size_t count, DType type) {
-  AUTOLOCO_MPI(MPI_Allgather(send, checked_count(count), mpi_type(type), recv, checked_count(count),
-                             mpi_type(type), comm_));
+  // In place when this rank's part already sits at its slot of recv.
+  const size_t offset = static_cast<size_t>(rank_) * count * dtype_size(type);
+  const void* source = send == static_cast<char*>(recv) + offset ? MPI_IN_PLACE : send;
+  AUTOLOCO_MPI(MPI_Allgather(source, checked_count(count), mpi_type(type), recv,
+                             checked_count(count), mpi_type(type), comm_));
 }
 
 void MpiCommunicator::broadcast(void* data, size_t count, DType type, int root) {
@@ -110,27 +99,6 @@ void MpiCommunicator::broadcast(void* data, size_t count, DType type, int root) 
     const size_t n = std::min(kMaxChunk, count - done);
     AUTOLOCO_MPI(MPI_Bcast(bytes + done * elem, checked_count(n), mpi_type(type), root, comm_));
   }
-}
-
-void MpiCommunicator::allreduce_packed(std::byte* message, const PackedLayout& layout) {
-  check_wire_dtype(layout.wire);
-  if (size_ == 1) return;
-  if (layout.wire == DType::f32 && layout.scalars == 0) {
-    // Nothing but fp32 (ddp's gradients): MPI's built-in sum is the same reduction, faster.
-    allreduce_sum(message, layout.count, DType::f32);
-    return;
-  }
-  MPI_Datatype type = MPI_DATATYPE_NULL;
-  MPI_Op op = MPI_OP_NULL;
-  AUTOLOCO_MPI(MPI_Type_contiguous(checked_count(layout.bytes()), MPI_BYTE, &type));
-  AUTOLOCO_MPI(MPI_Type_commit(&type));
-  AUTOLOCO_MPI(MPI_Op_create(&packed_sum_op, /*commute=*/1, &op));
-  current_layout = &layout;
-  const int rc = MPI_Allreduce(MPI_IN_PLACE, message, 1, type, op, comm_);
-  current_layout = nullptr;
-  MPI_Op_free(&op);
-  MPI_Type_free(&type);
-  AUTOLOCO_MPI(rc);
 }
 
 void MpiCommunicator::barrier() {

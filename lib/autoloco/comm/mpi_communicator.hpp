@@ -4,7 +4,6 @@
 #include <mpi.h>
 
 #include "autoloco/comm/communicator.hpp"
-#include "autoloco/comm/packed_message.hpp"
 
 namespace autoloco {
 
@@ -28,10 +27,6 @@ class MpiCommunicator final : public Communicator {
   void allgather(const void* send, void* recv, size_t count, DType type) override;
   void broadcast(void* data, size_t count, DType type, int root) override;
   void barrier() override;
-
-  // In place: the sum over ranks of a packed message (see packed_message.hpp), in one
-  // MPI_Allreduce with a user-defined reduction. layout.bytes() must fit an int.
-  void allreduce_packed(std::byte* message, const PackedLayout& layout);
 
  private:
   void init_rank_size();

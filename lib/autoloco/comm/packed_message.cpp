@@ -65,43 +65,4 @@ void unpack(const std::byte* in, const PackedLayout& layout, float* values, doub
   }
 }
 
-void packed_sum(const std::byte* in, std::byte* inout, const PackedLayout& layout) {
-  const bool aligned = reinterpret_cast<uintptr_t>(in) % alignof(float) == 0 &&
-                       reinterpret_cast<uintptr_t>(inout) % alignof(float) == 0;
-  if (layout.wire == DType::f32 && aligned) {
-    // The hot case (fp32 pseudo-gradients): a plain loop the compiler vectorises.
-    const auto* a = reinterpret_cast<const float*>(in);
-    auto* b = reinterpret_cast<float*>(inout);
-    for (size_t i = 0; i < layout.count; ++i)
-      b[i] += a[i];
-  } else if (layout.wire == DType::f32) {
-    for (size_t i = 0; i < layout.count; ++i) {
-      float a = 0.0F;
-      float b = 0.0F;
-      std::memcpy(&a, in + 4 * i, 4);
-      std::memcpy(&b, inout + 4 * i, 4);
-      b += a;
-      std::memcpy(inout + 4 * i, &b, 4);
-    }
-  } else {
-    for (size_t i = 0; i < layout.count; ++i) {
-      uint16_t a = 0;
-      uint16_t b = 0;
-      std::memcpy(&a, in + 2 * i, 2);
-      std::memcpy(&b, inout + 2 * i, 2);
-      const uint16_t sum = float_to_bf16(bf16_to_float(a) + bf16_to_float(b));
-      std::memcpy(inout + 2 * i, &sum, 2);
-    }
-  }
-  const size_t offset = layout.payload_bytes();
-  for (size_t i = 0; i < layout.scalars; ++i) {
-    double a = 0.0;
-    double b = 0.0;
-    std::memcpy(&a, in + offset + 8 * i, 8);
-    std::memcpy(&b, inout + offset + 8 * i, 8);
-    b += a;
-    std::memcpy(inout + offset + 8 * i, &b, 8);
-  }
-}
-
 }  // namespace autoloco

@@ -1,7 +1,6 @@
-// The message of one inter-dc all-reduce: a payload of floats carried in the wire dtype (fp32 or
-// bf16), followed by a few scalars carried as doubles. Summing two messages adds the payloads in
-// fp32 (rounding back to the wire dtype) and the scalars in double, so the round's statistics
-// keep full precision whatever dtype the pseudo-gradients travel in.
+// A message of the inter-dc all-reduce: a payload of floats carried in the wire dtype (fp32 or
+// bf16), followed by a few scalars carried as doubles, so the round's statistics keep full
+// precision whatever dtype the pseudo-gradients travel in.
 #pragma once
 
 #include <cstddef>
@@ -26,9 +25,6 @@ void check_wire_dtype(DType wire);
 
 void pack(const float* values, const double* scalars, const PackedLayout& layout, std::byte* out);
 void unpack(const std::byte* in, const PackedLayout& layout, float* values, double* scalars);
-
-// inout <- in + inout, element-wise, as described above.
-void packed_sum(const std::byte* in, std::byte* inout, const PackedLayout& layout);
 
 // bf16 with round-to-nearest-even (NaN stays NaN), and back (exact).
 uint16_t float_to_bf16(float value);

@@ -15,14 +15,15 @@ double WanModel::seconds(size_t bytes_per_member) const {
   return 2.0 * (g - 1.0) * (latency_ms * 1e-3 + dc_bytes / (g * bytes_per_s));
 }
 
-WanLink::WanLink(MpiCommunicator& inter, WanModel model) : inter_(inter), model_(model) {
+WanLink::WanLink(MpiCommunicator& inter, WanModel model) : ring_(inter.handle()), model_(model) {
   model_.dcs = inter.size();
 }
 
-void WanLink::allreduce_packed(std::byte* message, const PackedLayout& layout) {
+void WanLink::allreduce(float* payload, size_t count, DType wire, double* scalars, size_t k) {
   if (model_.dcs <= 1) return;
+  const PackedLayout layout{count, wire, k};
   Timer timer;
-  inter_.allreduce_packed(message, layout);
+  ring_.run(payload, count, wire, scalars, k);
   const double t = model_.seconds(layout.bytes());
   link_s_ += t;
   dc_bytes_ += static_cast<int64_t>(layout.bytes()) * model_.members;

@@ -11,6 +11,7 @@
 
 #include "autoloco/comm/mpi_communicator.hpp"
 #include "autoloco/comm/packed_message.hpp"
+#include "autoloco/comm/ring_allreduce.hpp"
 
 namespace autoloco {
 
@@ -30,8 +31,10 @@ class WanLink {
   // `inter` connects this rank with the ranks of the other dcs that share its member index.
   WanLink(MpiCommunicator& inter, WanModel model);
 
-  // The packed all-reduce across dcs, accounted (and in sleep mode waited for).
-  void allreduce_packed(std::byte* message, const PackedLayout& layout);
+  // The all-reduce across dcs (payload in `wire`, scalars as doubles in the same messages; see
+  // ring_allreduce.hpp), accounted as one message of PackedLayout{count, wire, k}.bytes() per
+  // member, and in sleep mode waited for.
+  void allreduce(float* payload, size_t count, DType wire, double* scalars, size_t k);
 
   int dcs() const { return model_.dcs; }
   const WanModel& model() const { return model_; }
@@ -39,13 +42,13 @@ class WanLink {
   int64_t dc_bytes() const { return dc_bytes_; }
   // Simulated link seconds so far.
   double link_seconds() const { return link_s_; }
-  // Real seconds spent inside allreduce_packed (the transfer, and the sleep in sleep mode):
+  // Real seconds spent inside allreduce (the transfer, and the sleep in sleep mode):
   // subtracted from wall-clock to get the compute time of the simulated clock.
   double wall_seconds() const { return wall_s_; }
   int64_t messages() const { return messages_; }
 
  private:
-  MpiCommunicator& inter_;
+  RingAllreduce ring_;
   WanModel model_;
   int64_t dc_bytes_ = 0;
   int64_t messages_ = 0;

@@ -1,0 +1,98 @@
+#include "autoloco/comm/ring_allreduce.hpp"
+
+#include <algorithm>
+
+#include "autoloco/comm/packed_message.hpp"
+#include "autoloco/util/mpi_check.hpp"
+
+namespace autoloco {
+namespace {
+
+constexpr int kTag = 7301;
+
+size_t wrap(long value, int size) {
+  return static_cast<size_t>(((value % size) + size) % size);
+}
+
+}  // namespace
+
+RingAllreduce::RingAllreduce(MPI_Comm comm) : comm_(comm) {
+  AUTOLOCO_MPI(MPI_Comm_rank(comm_, &rank_));
+  AUTOLOCO_MPI(MPI_Comm_size(comm_, &size_));
+}
+
+RingAllreduce::Chunk RingAllreduce::chunk(size_t c, size_t count) const {
+  const auto g = static_cast<size_t>(size_);
+  const size_t per = (count + g - 1) / g;
+  const size_t begin = std::min(count, c * per);
+  return {begin, std::min(count, begin + per) - begin};
+}
+
+void RingAllreduce::exchange(const float* payload, size_t count, DType wire, const double* scalars,
+                             size_t k, size_t send, size_t recv, float* into) {
+  const Chunk out = chunk(send, count);
+  const Chunk in = chunk(recv, count);
+  const PackedLayout out_layout{out.count, wire, send == 0 ? k : 0};
+  const PackedLayout in_layout{in.count, wire, recv == 0 ? k : 0};
+  // Plain fp32 chunks travel straight from and into the payload; only bf16 and the message
+  // that carries the scalars need a packed copy. Both ends decide alike from the chunk index.
+  const bool raw_out = wire == DType::f32 && out_layout.scalars == 0;
+  const bool raw_in = wire == DType::f32 && in_layout.scalars == 0;
+  const void* send_data = payload + out.begin;
+  size_t send_bytes = out.count * sizeof(float);
+  if (!raw_out) {
+    send_buffer_.resize(out_layout.bytes());
+    pack(payload + out.begin, scalars, out_layout, send_buffer_.data());
+    send_data = send_buffer_.data();
+    send_bytes = send_buffer_.size();
+  }
+  void* recv_data = into;
+  size_t recv_bytes = in.count * sizeof(float);
+  if (!raw_in) {
+    recv_buffer_.resize(in_layout.bytes());
+    recv_data = recv_buffer_.data();
+    recv_bytes = recv_buffer_.size();
+  }
+  const int right = (rank_ + 1) % size_;
+  const int left = (rank_ + size_ - 1) % size_;
+  AUTOLOCO_MPI(MPI_Sendrecv(send_data, static_cast<int>(send_bytes), MPI_BYTE, right, kTag,
+                            recv_data, static_cast<int>(recv_bytes), MPI_BYTE, left, kTag, comm_,
+                            MPI_STATUS_IGNORE));
+  incoming_scalars_.resize(in_layout.scalars);
+  if (!raw_in) unpack(recv_buffer_.data(), in_layout, into, incoming_scalars_.data());
+}
+
+void RingAllreduce::run(float* payload, size_t count, DType wire, double* scalars, size_t k) {
+  check_wire_dtype(wire);
+  if (size_ == 1) return;
+  // Reduce-scatter: after G - 1 steps rank r holds the full sum of chunk r + 1.
+  for (int s = 0; s + 1 < size_; ++s) {
+    const size_t send = wrap(rank_ - s, size_);
+    const size_t recv = wrap(rank_ - s - 1, size_);
+    const Chunk in = chunk(recv, count);
+    incoming_.resize(in.count);
+    exchange(payload, count, wire, scalars, k, send, recv, incoming_.data());
+    float* local = payload + in.begin;
+    for (size_t i = 0; i < in.count; ++i)
+      local[i] += incoming_[i];
+    for (size_t i = 0; i < incoming_scalars_.size(); ++i)
+      scalars[i] += incoming_scalars_[i];
+  }
+  // The owner keeps what the others will receive, so every rank ends with the same bits.
+  const Chunk owned = chunk(wrap(rank_ + 1, size_), count);
+  if (wire == DType::bf16) {
+    for (size_t i = owned.begin; i < owned.begin + owned.count; ++i) {
+      payload[i] = bf16_to_float(float_to_bf16(payload[i]));
+    }
+  }
+  // All-gather: pass the reduced chunks round the ring.
+  for (int s = 0; s + 1 < size_; ++s) {
+    const size_t send = wrap(rank_ + 1 - s, size_);
+    const size_t recv = wrap(rank_ - s, size_);
+    // Straight into place: the owner's value overwrites the partial sum here.
+    exchange(payload, count, wire, scalars, k, send, recv, payload + chunk(recv, count).begin);
+    std::copy(incoming_scalars_.begin(), incoming_scalars_.end(), scalars);
+  }
+}
+
+}  // namespace autoloco

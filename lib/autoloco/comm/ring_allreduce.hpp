@@ -1,0 +1,46 @@
+// The inter-dc all-reduce: a ring over MPI point-to-point messages (reduce-scatter, then
+// all-gather), as NCCL and the WAN model's cost formula assume. Each of the G ranks sends
+// 2 (G - 1) / G of the payload. Messages carry floats in the wire dtype (fp32 or bf16); every
+// partial sum is accumulated in fp32, and each chunk's final value is computed once, by its
+// owner, so every rank ends with the same bits. The round's scalars ride as doubles with chunk
+// 0 on its way round the ring.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstddef>
+#include <vector>
+
+#include "autoloco/comm/communicator.hpp"
+
+namespace autoloco {
+
+class RingAllreduce {
+ public:
+  explicit RingAllreduce(MPI_Comm comm);
+
+  // In place: payload (count floats) and scalars (k doubles) become their sums over the ranks.
+  // With a bf16 wire the result is rounded to bf16 (held in the floats).
+  void run(float* payload, size_t count, DType wire, double* scalars, size_t k);
+
+ private:
+  struct Chunk {
+    size_t begin = 0;
+    size_t count = 0;
+  };
+  Chunk chunk(size_t c, size_t count) const;
+  // Sends chunk `send` of the payload to the right neighbour and receives chunk `recv` from the
+  // left one into `into` (and the scalars into incoming_scalars_ when it is chunk 0).
+  void exchange(const float* payload, size_t count, DType wire, const double* scalars, size_t k,
+                size_t send, size_t recv, float* into);
+
+  MPI_Comm comm_;
+  int rank_ = 0;
+  int size_ = 1;
+  std::vector<std::byte> send_buffer_;
+  std::vector<std::byte> recv_buffer_;
+  std::vector<float> incoming_;
+  std::vector<double> incoming_scalars_;
+};
+
+}  // namespace autoloco
