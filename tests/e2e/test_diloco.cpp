@@ -9,26 +9,12 @@
 #include <regex>
 #include <sstream>
 
+#include "../support/run_files.hpp"
 #include "../support/temp_dir.hpp"
 #include "../support/tiny_corpus.hpp"
 
-namespace {
-
-std::string read_all(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-double number_of(const std::string& json, const std::string& key) {
-  std::smatch m;
-  const std::regex re("\"" + key + "\":(-?[0-9.eE+-]+)");
-  REQUIRE(std::regex_search(json, m, re));
-  return std::stod(m[1].str());
-}
-
-}  // namespace
+using autoloco::test::json_number;
+using autoloco::test::read_text;
 
 TEST_CASE("e2e: diloco.yaml across 2 dcs writes rounds and inter-dc bytes", "[e2e]") {
   const autoloco::test::TempDir tmp("e2e-diloco");
@@ -47,20 +33,20 @@ TEST_CASE("e2e: diloco.yaml across 2 dcs writes rounds and inter-dc bytes", "[e2
   INFO(command);
   REQUIRE(std::system(command.c_str()) == 0);
   const std::string run = dir + "/runs/diloco";
-  const std::string summary = read_all(run + "/summary.json");
-  INFO(summary << "\n" << read_all(dir + "/train.log"));
-  CHECK(number_of(summary, "rounds") == 5);
-  CHECK(number_of(summary, "num_dcs") == 2);
-  CHECK(number_of(summary, "inter_dc_bytes") > 0);
-  CHECK(number_of(summary, "link_s") > 0);
-  CHECK(number_of(summary, "final_eval_loss") < 4.0);
+  const std::string summary = read_text(run + "/summary.json");
+  INFO(summary << "\n" << read_text(dir + "/train.log"));
+  CHECK(json_number(summary, "rounds") == 5);
+  CHECK(json_number(summary, "num_dcs") == 2);
+  CHECK(json_number(summary, "inter_dc_bytes") > 0);
+  CHECK(json_number(summary, "link_s") > 0);
+  CHECK(json_number(summary, "final_eval_loss") < 4.0);
   std::ifstream syncs(run + "/syncs.jsonl");
   int lines = 0;
   for (std::string line; std::getline(syncs, line);)
     ++lines;
   CHECK(lines == 5);
   // The log names the layout and the method.
-  const std::string log = read_all(dir + "/train.log");
+  const std::string log = read_text(dir + "/train.log");
   CHECK(log.find("2 ranks = 2 dc x 1 members") != std::string::npos);
   CHECK(log.find("method diloco: H 10") != std::string::npos);
 }

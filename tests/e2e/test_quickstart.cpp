@@ -9,24 +9,14 @@
 #include <regex>
 #include <sstream>
 
+#include "../support/run_files.hpp"
 #include "../support/temp_dir.hpp"
 #include "../support/tiny_corpus.hpp"
 
+using autoloco::test::json_number;
+using autoloco::test::read_text;
+
 namespace {
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-double json_number(const std::string& json, const std::string& key) {
-  std::smatch m;
-  const std::regex re("\"" + key + "\":(-?[0-9.eE+-]+)");
-  REQUIRE(std::regex_search(json, m, re));
-  return std::stod(m[1].str());
-}
 
 int run(const std::string& command) {
   INFO(command);
@@ -45,7 +35,8 @@ TEST_CASE("e2e: tiny quickstart from text to eval loss below 60% of the unigram 
   }
   REQUIRE(run(std::string(AUTOLOCO_PREPARE_EXE) + " --out " + dir + "/data --val-fraction 0.2 " +
               dir + "/text > " + dir + "/prepare.log 2>&1") == 0);
-  const double entropy = json_number(slurp(dir + "/data/prepare.json"), "val_unigram_entropy_nats");
+  const double entropy =
+      json_number(read_text(dir + "/data/prepare.json"), "val_unigram_entropy_nats");
   CHECK(entropy > 2.0);
 
   const std::string config = std::string(AUTOLOCO_SOURCE_DIR) + "/configs/quickstart.yaml";
@@ -68,7 +59,7 @@ TEST_CASE("e2e: tiny quickstart from text to eval loss below 60% of the unigram 
                             " --set topology.ranks_per_dc=2 > " +
                             dir + "/train.log 2>&1";
   REQUIRE(run(train) == 0);
-  const std::string summary = slurp(dir + "/runs/e2e/summary.json");
+  const std::string summary = read_text(dir + "/runs/e2e/summary.json");
   const double eval_loss = json_number(summary, "final_eval_loss");
   INFO("eval loss " << eval_loss << ", unigram entropy " << entropy << "\n" << summary);
   CHECK(json_number(summary, "steps") == 120);
@@ -77,7 +68,7 @@ TEST_CASE("e2e: tiny quickstart from text to eval loss below 60% of the unigram 
 
   // The run directory is never overwritten: the same run name again is refused.
   CHECK(run(train) != 0);
-  CHECK(slurp(dir + "/runs/e2e/summary.json") == summary);
+  CHECK(read_text(dir + "/runs/e2e/summary.json") == summary);
 }
 
 TEST_CASE("e2e: a config error stops every rank before any work and names the key", "[e2e]") {
@@ -90,7 +81,7 @@ TEST_CASE("e2e: a config error stops every rank before any work and names the ke
           AUTOLOCO_TRAIN_EXE + " " + config + " --set inner.lrr=0.1 --set run.out_dir=" + dir +
           "/runs > " + log + " 2>&1");
   CHECK(code != 0);
-  const std::string text = slurp(log);
+  const std::string text = read_text(log);
   CHECK(text.find("inner.lrr") != std::string::npos);
   CHECK(text.find("did you mean 'inner.lr'") != std::string::npos);
   CHECK_FALSE(std::filesystem::exists(dir + "/runs"));

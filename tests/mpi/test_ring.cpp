@@ -30,7 +30,11 @@ bool same_bits_everywhere(const std::vector<float>& v) {
   return true;
 }
 
-void check_ring(int rank, int size) {
+void check_ring() {
+  int rank = 0;
+  int size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
   RingAllreduce ring(MPI_COMM_WORLD);
   for (size_t n : {size_t{0}, size_t{1}, size_t{2}, size_t{5}, size_t{1000}, size_t{4097}}) {
     std::vector<float> data(n);
@@ -65,17 +69,9 @@ void check_ring(int rank, int size) {
 }  // namespace
 
 TEST_CASE("ring all-reduce over 3 ranks", "[np=3][ring]") {
-  int rank = 0;
-  int size = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  check_ring(rank, size);
+  check_ring();
 }
 
 TEST_CASE("ring all-reduce over 4 ranks", "[np=4][ring]") {
-  int rank = 0;
-  int size = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  check_ring(rank, size);
+  check_ring();
 }

@@ -1,7 +1,6 @@
 #include "autoloco/comm/hierarchical_allreduce.hpp"
 
 #include <algorithm>
-#include <cstring>
 
 namespace autoloco {
 namespace {

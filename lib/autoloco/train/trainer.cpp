@@ -241,6 +241,10 @@ double Trainer::compute_seconds() const {
   return std::max(0.0, wall_.seconds() - wan_->wall_seconds());
 }
 
+double Trainer::sim_seconds() const {
+  return compute_seconds() + wan_->link_seconds();
+}
+
 void Trainer::log_step(const StepResult& r, double interval_loss, double interval_s) {
   const double tokens_per_s =
       static_cast<double>(tokens_per_step() * config_.run.log_every) / std::max(interval_s, 1e-9);
@@ -261,7 +265,7 @@ void Trainer::log_step(const StepResult& r, double interval_loss, double interva
                                .add("tokens_per_s", tokens_per_s)
                                .add("rounds", rounds_)
                                .add("inter_dc_bytes", inter_dc_bytes())
-                               .add("sim_time_s", compute_seconds() + wan_->link_seconds())
+                               .add("sim_time_s", sim_seconds())
                                .add("elapsed_s", wall_.seconds()));
 }
 
@@ -282,7 +286,7 @@ void Trainer::log_round(const RoundStats& s) {
                             .add("outer_lr", outer_->optimizer().last_lr())
                             .add("outer_momentum", outer_->optimizer().last_momentum())
                             .add("next_H", H_)
-                            .add("sim_time_s", compute_seconds() + wan_->link_seconds())
+                            .add("sim_time_s", sim_seconds())
                             .add("elapsed_s", wall_.seconds()));
 }
 
@@ -298,7 +302,7 @@ void Trainer::log_eval(double eval_loss) {
                                .add("eval_ppl", std::exp(eval_loss))
                                .add("rounds", rounds_)
                                .add("inter_dc_bytes", inter_dc_bytes())
-                               .add("sim_time_s", compute_seconds() + wan_->link_seconds())
+                               .add("sim_time_s", sim_seconds())
                                .add("elapsed_s", wall_.seconds()));
 }
 
@@ -343,7 +347,7 @@ TrainSummary Trainer::train() {
   s.inter_dc_bytes = inter_dc_bytes();
   s.wall_s = wall_.seconds();
   s.link_s = wan_->link_seconds();
-  const double compute_s = compute_seconds();
+  const double compute_s = compute_seconds();  // read once: utilisation must not exceed 1
   s.sim_time_s = compute_s + s.link_s;
   s.compute_utilisation = s.sim_time_s > 0 ? compute_s / s.sim_time_s : 1.0;
   s.h_per_round = h_per_round_;

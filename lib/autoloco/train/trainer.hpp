@@ -95,7 +95,8 @@ class Trainer {
   RoundStats end_round();
   double world_mean(double value);
   int64_t inter_dc_bytes() const;
-  double compute_seconds() const;
+  double compute_seconds() const;  // wall time outside inter-dc all-reduces
+  double sim_seconds() const;      // compute time + simulated link time
   void log_step(const StepResult& r, double interval_loss, double interval_s);
   void log_round(const RoundStats& s);
   void log_eval(double eval_loss);

@@ -1,0 +1,27 @@
+// Reading what a run left behind, for the e2e suite: whole files, and numbers out of the flat
+// JSON that autoloco writes. Include after catch.hpp.
+#pragma once
+
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <string>
+
+namespace autoloco::test {
+
+inline std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// The first number stored under "key"; the test fails when there is none.
+inline double json_number(const std::string& json, const std::string& key) {
+  std::smatch m;
+  const std::regex re("\"" + key + "\":(-?[0-9.eE+-]+)");
+  REQUIRE(std::regex_search(json, m, re));
+  return std::stod(m[1].str());
+}
+
+}  // namespace autoloco::test
