@@ -50,7 +50,7 @@ TEST_CASE("outer heavy ball: theta <- theta - lr b", "[outer]") {
 
 TEST_CASE("local_sgd: the new anchor is exactly the mean replica", "[outer]") {
   Config c = parse_config("", {"outer.method=local_sgd"});
-  auto outer = make_outer_optimizer(c.outer);
+  auto outer = make_outer_optimizer(c.outer, c.interval.H);
   const torch::Tensor anchor0 = torch::randn({64});
   const torch::Tensor mean_replica = anchor0 + 0.01 * torch::randn({64});
   torch::Tensor anchor = anchor0.clone();
@@ -85,12 +85,12 @@ TEST_CASE("outer config: bad values name the key", "[outer][config]") {
   CHECK_THROWS_WITH(parse_config("", {"wan.mode=fast"}), Catch::Contains("wan.mode"));
   CHECK_THROWS_WITH(parse_config("", {"wan.bandwidth_gbps=0"}),
                     Catch::Contains("wan.bandwidth_gbps"));
-  CHECK_THROWS_WITH(make_outer_optimizer(parse_config("", {"outer.method=ddp"}).outer),
+  CHECK_THROWS_WITH(make_outer_optimizer(parse_config("", {"outer.method=ddp"}).outer, 20),
                     Catch::Contains("no outer optimizer"));
 }
 
 TEST_CASE("fixed interval: H every round, no state", "[sched]") {
-  auto c = make_interval_controller(parse_config("", {"interval.H=17"}).interval);
+  auto c = make_interval_controller(parse_config("", {"interval.H=17"}));
   CHECK(c->name() == "fixed");
   CHECK(c->first_interval() == 17);
   RoundStats s;
@@ -109,4 +109,60 @@ TEST_CASE("agreement rho: 1 for equal pseudo-gradients, -1/(G-1) for cancelling 
   // Four orthogonal, equal-norm Δ_i: ‖Δ̄‖² = |x|² / 4, so rho = 0.
   CHECK(RoundStats::agreement(4, 1.0, 0.25) == Approx(0.0).margin(1e-12));
   CHECK(std::isnan(RoundStats::agreement(1, 1.0, 1.0)));
+}
+
+TEST_CASE("outer correction: every mode is plain DiLoCo while H stays H_0", "[outer][correction]") {
+  // A cosine-like inner lr changes S_k from round to round; r_k = H_k / H_0 stays 1.
+  const std::vector<double> lr_sums = {0.001, 0.02, 0.06, 0.05, 0.03, 0.01, 0.004};
+  torch::manual_seed(7);
+  std::vector<torch::Tensor> deltas;
+  for (size_t k = 0; k < lr_sums.size(); ++k)
+    deltas.push_back(0.01 * torch::randn({257}));
+  const torch::Tensor start = torch::randn({257});
+  auto run = [&](CorrectionMode mode) {
+    NesterovOuter outer(0.7, 0.9, {}, true, OuterCorrection{mode, 0.5, 20});
+    torch::Tensor anchor = start.clone();
+    for (size_t k = 0; k < deltas.size(); ++k) {
+      RoundStats s = at_step(20 * static_cast<int64_t>(k + 1));
+      s.H = 20;
+      s.lr_sum = lr_sums[k];
+      outer.step(anchor, deltas[k], s);
+      CHECK(outer.last_momentum() == 0.9);
+      CHECK(outer.last_lr() == 0.7);
+    }
+    return anchor;
+  };
+  const torch::Tensor plain = run(CorrectionMode::none);
+  for (CorrectionMode mode : {CorrectionMode::momentum, CorrectionMode::lr, CorrectionMode::both}) {
+    CHECK(torch::equal(run(mode), plain));  // bit for bit
+  }
+}
+
+TEST_CASE("outer correction: mu and lr for a round of 2 H_0", "[outer][correction]") {
+  const double mu = 0.9;
+  const double lr = 0.7;
+  const auto step = [&](CorrectionMode m, int64_t H) {
+    return corrected_step(OuterCorrection{m, 0.5, 20}, mu, lr, H);
+  };
+  CHECK(step(CorrectionMode::none, 40).momentum == mu);
+  CHECK(step(CorrectionMode::none, 40).lr == lr);
+  CHECK(step(CorrectionMode::momentum, 40).momentum == Approx(0.81));
+  CHECK(step(CorrectionMode::momentum, 40).lr == lr);
+  CHECK(step(CorrectionMode::momentum, 10).momentum == Approx(std::sqrt(0.9)));
+  CHECK(step(CorrectionMode::lr, 40).momentum == mu);
+  CHECK(step(CorrectionMode::lr, 40).lr == Approx(0.7 * std::sqrt(2.0)));
+  // both keeps the steady-state gain lr / (1 − mu): (1 − 0.81) / (1 − 0.9) = 1.9.
+  CHECK(step(CorrectionMode::both, 40).momentum == Approx(0.81));
+  CHECK(step(CorrectionMode::both, 40).lr == Approx(0.7 * 1.9));
+  const OuterStep b = step(CorrectionMode::both, 40);
+  CHECK(b.lr / (1.0 - b.momentum) == Approx(lr / (1.0 - mu)));
+  // The scheduled momentum is what gets corrected.
+  Config c = parse_config("", {"outer.momentum=0.75", "outer.momentum_schedule=[\"400:0.9\"]",
+                               "outer.correction=momentum", "interval.H=20"});
+  auto outer = make_outer_optimizer(c.outer, c.interval.H);
+  torch::Tensor anchor = torch::zeros({1});
+  RoundStats s = at_step(420);
+  s.H = 40;
+  outer->step(anchor, torch::ones({1}), s);
+  CHECK(outer->last_momentum() == Approx(0.81));
 }

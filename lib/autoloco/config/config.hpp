@@ -113,6 +113,8 @@ struct OuterConfig {
   double momentum = 0.9;
   std::vector<std::string> momentum_schedule = {};
   bool nesterov = true;
+  std::string correction = "none";
+  double correction_beta = 0.5;
   std::string wire_dtype = "fp32";
   std::string state_device = "cpu";
 
@@ -128,6 +130,10 @@ struct OuterConfig {
       "outer momentum changes as \"STEP:MU\" entries, e.g. [\"400:0.9\"]: mu from inner step "
       "STEP on (rounds ending at or after STEP)");
     v("nesterov", s.nesterov, "Nesterov form of the outer momentum (DiLoCo's)");
+    v("correction", s.correction,
+      "AutoLoCo's outer correction for rounds of H_k != interval.H steps, r = H_k / interval.H: "
+      "none, momentum (mu^r), lr (lr r^correction_beta) or both (mu^r, lr (1 - mu^r)/(1 - mu))");
+    v("correction_beta", s.correction_beta, "exponent of r in correction: lr");
     v("wire_dtype", s.wire_dtype,
       "dtype of pseudo-gradients (and ddp gradients) on the inter-dc link: fp32 or bf16 (summed "
       "in fp32)");
@@ -139,11 +145,50 @@ struct OuterConfig {
 struct IntervalConfig {
   std::string controller = "fixed";
   int64_t H = 20;
+  int64_t H_min = 10;
+  int64_t H_max = 80;
+  int64_t max_rounds = 0;
+  bool check_consistency = false;
+  std::vector<std::string> schedule = {};
+  double qsr_alpha = 0.01;
+  double q_target = 0.03;
+  int64_t q_auto_rounds = 3;
+  double q_auto_ratio = 1.0;
+  double smoothing = 0.5;
+  double grow = 1.25;
+  double shrink = 0.8;
+  double band = 0.8;
+  int64_t hold_rounds = 2;
 
   template <class Self, class V>
   static void visit(Self& s, V& v) {
-    v("controller", s.controller, "how the interval H is chosen: fixed (DiLoCo)");
-    v("H", s.H, "inner steps per round (the first round's, for adaptive controllers)");
+    v("controller", s.controller,
+      "how the interval H is chosen: fixed (DiLoCo), schedule, adacomm, qsr or autoloco "
+      "(docs/methods.md)");
+    v("H", s.H, "inner steps per round (H_0: the first rounds' for adaptive controllers)");
+    v("H_min", s.H_min, "smallest interval an adaptive controller may choose");
+    v("H_max", s.H_max, "largest interval an adaptive controller may choose");
+    v("max_rounds", s.max_rounds,
+      "budget of rounds for the whole run (0: none); intervals are lengthened, beyond H_max if "
+      "need be, so that the run ends within it");
+    v("check_consistency", s.check_consistency,
+      "debug: after each round, check with one extra collective that every rank chose the same "
+      "next interval and outer step; abort naming the ranks if not");
+    v("schedule", s.schedule,
+      "controller schedule: interval changes as \"STEP:H\" entries, e.g. [\"250:10\"]: rounds "
+      "starting at or after inner step STEP have H steps");
+    v("qsr_alpha", s.qsr_alpha, "qsr: H = max(H, floor((qsr_alpha / lr)^2)), lr the round's mean");
+    v("q_target", s.q_target,
+      "autoloco: set-point q* of the smoothed per-step signal-to-noise q = rho/((1-rho) H); "
+      "0: q_auto_ratio times the mean q of the first q_auto_rounds rounds after warm-up");
+    v("q_auto_rounds", s.q_auto_rounds, "autoloco with q_target 0: rounds that set q*");
+    v("q_auto_ratio", s.q_auto_ratio, "autoloco with q_target 0: q* relative to their mean q");
+    v("smoothing", s.smoothing,
+      "autoloco: weight of the newest q in its running average (1: no smoothing)");
+    v("grow", s.grow, "autoloco: H is multiplied by this while the smoothed q is above q*");
+    v("shrink", s.shrink, "autoloco: H is multiplied by this while the smoothed q is below band q*");
+    v("band", s.band, "autoloco: shrink only below band * q* (a dead band against dithering)");
+    v("hold_rounds", s.hold_rounds, "autoloco: rounds without a decision after each change");
   }
 };
 
@@ -192,6 +237,15 @@ struct MomentumChange {
   int64_t step = 0;
   double mu = 0.0;
 };
+
+// One entry of interval.schedule: rounds that start at or after inner step `step` have H steps.
+struct IntervalChange {
+  int64_t step = 0;
+  int64_t H = 0;
+};
+
+// Parses interval.schedule ("STEP:H" entries, steps increasing). Throws ConfigError.
+std::vector<IntervalChange> parse_interval_schedule(const IntervalConfig& interval);
 
 // Parses outer.momentum_schedule ("STEP:MU" entries, steps increasing). Throws ConfigError.
 std::vector<MomentumChange> parse_momentum_schedule(const OuterConfig& outer);

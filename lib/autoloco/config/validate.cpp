@@ -2,6 +2,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <cmath>
+
 #include "autoloco/config/config.hpp"
 #include "autoloco/util/error.hpp"
 
@@ -86,13 +88,45 @@ void validate_outer(const OuterConfig& o) {
   require(o.momentum >= 0.0 && o.momentum < 1.0, "outer.momentum",
           fmt::format("must be in [0, 1), got {}", o.momentum));
   parse_momentum_schedule(o);
+  require_one_of(o.correction, {"none", "momentum", "lr", "both"}, "outer.correction");
+  require(o.correction == "none" || o.method == "diloco", "outer.correction",
+          fmt::format("'{}' corrects the outer step of diloco; outer.method is {}: set "
+                      "outer.correction=none or outer.method=diloco",
+                      o.correction, o.method));
+  require(o.correction_beta >= 0.0 && o.correction_beta <= 2.0, "outer.correction_beta",
+          fmt::format("must be in [0, 2], got {}", o.correction_beta));
   require_one_of(o.wire_dtype, {"fp32", "bf16"}, "outer.wire_dtype");
   require_one_of(o.state_device, {"cpu", "device"}, "outer.state_device");
 }
 
 void validate_interval(const IntervalConfig& i) {
-  require_one_of(i.controller, {"fixed"}, "interval.controller");
+  require_one_of(i.controller, {"fixed", "schedule", "adacomm", "qsr", "autoloco"},
+                 "interval.controller");
   require_positive(i.H, "interval.H");
+  require_positive(i.H_min, "interval.H_min");
+  require(i.H_max >= i.H_min, "interval.H_max",
+          fmt::format("must be >= interval.H_min ({}), got {}", i.H_min, i.H_max));
+  if (i.controller != "fixed") {
+    require(i.H >= i.H_min && i.H <= i.H_max, "interval.H",
+            fmt::format("the {} controller starts from H = {}, outside [H_min, H_max] = [{}, {}]",
+                        i.controller, i.H, i.H_min, i.H_max));
+  }
+  require_non_negative(i.max_rounds, "interval.max_rounds");
+  const auto changes = parse_interval_schedule(i);
+  require(i.controller != "schedule" || !changes.empty(), "interval.schedule",
+          "the schedule controller needs at least one \"STEP:H\" entry");
+  require_positive(i.qsr_alpha, "interval.qsr_alpha");
+  require_non_negative(i.q_target, "interval.q_target");
+  require_positive(i.q_auto_rounds, "interval.q_auto_rounds");
+  require_positive(i.q_auto_ratio, "interval.q_auto_ratio");
+  require(i.smoothing > 0.0 && i.smoothing <= 1.0, "interval.smoothing",
+          fmt::format("must be in (0, 1], got {}", i.smoothing));
+  require(i.grow > 1.0, "interval.grow", fmt::format("must be > 1, got {}", i.grow));
+  require(i.shrink > 0.0 && i.shrink < 1.0, "interval.shrink",
+          fmt::format("must be in (0, 1), got {}", i.shrink));
+  require(i.band > 0.0 && i.band <= 1.0, "interval.band",
+          fmt::format("must be in (0, 1], got {}", i.band));
+  require_non_negative(i.hold_rounds, "interval.hold_rounds");
 }
 
 void validate_wan(const WanConfig& w) {
@@ -103,29 +137,57 @@ void validate_wan(const WanConfig& w) {
 
 }  // namespace
 
-std::vector<MomentumChange> parse_momentum_schedule(const OuterConfig& outer) {
-  std::vector<MomentumChange> changes;
-  for (const std::string& entry : outer.momentum_schedule) {
-    MomentumChange c;
+namespace {
+
+// "STEP:VALUE" entries with increasing steps, as (step, value) pairs; `key` names them in errors.
+std::vector<std::pair<int64_t, double>> step_entries(const std::vector<std::string>& entries,
+                                                     const std::string& key,
+                                                     const std::string& example) {
+  std::vector<std::pair<int64_t, double>> out;
+  for (const std::string& entry : entries) {
+    int64_t step = 0;
+    double value = 0.0;
     const auto colon = entry.find(':');
     bool ok = colon != std::string::npos;
     try {
       size_t used = 0;
-      ok = ok && (c.step = std::stoll(entry.substr(0, colon), &used), used == colon);
-      const std::string mu = ok ? entry.substr(colon + 1) : "";
-      ok = ok && (c.mu = std::stod(mu, &used), used == mu.size());
+      ok = ok && (step = std::stoll(entry.substr(0, colon), &used), used == colon);
+      const std::string text = ok ? entry.substr(colon + 1) : "";
+      ok = ok && (value = std::stod(text, &used), used == text.size());
     } catch (const std::exception&) {
       ok = false;
     }
-    require(ok, "outer.momentum_schedule",
-            fmt::format("entry '{}' is not STEP:MU (for example \"400:0.9\")", entry));
-    require(c.step >= 0 && c.mu >= 0.0 && c.mu < 1.0, "outer.momentum_schedule",
-            fmt::format("entry '{}' needs STEP >= 0 and MU in [0, 1)", entry));
-    if (!changes.empty()) {
-      require(c.step > changes.back().step, "outer.momentum_schedule",
-              fmt::format("steps must increase: '{}' follows step {}", entry, changes.back().step));
+    require(ok, key, fmt::format("entry '{}' is not {}", entry, example));
+    require(step >= 0, key, fmt::format("entry '{}' needs STEP >= 0", entry));
+    if (!out.empty()) {
+      require(step > out.back().first, key,
+              fmt::format("steps must increase: '{}' follows step {}", entry, out.back().first));
     }
-    changes.push_back(c);
+    out.emplace_back(step, value);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<MomentumChange> parse_momentum_schedule(const OuterConfig& outer) {
+  std::vector<MomentumChange> changes;
+  for (const auto& [step, mu] : step_entries(outer.momentum_schedule, "outer.momentum_schedule",
+                                             "STEP:MU (for example \"400:0.9\")")) {
+    require(mu >= 0.0 && mu < 1.0, "outer.momentum_schedule",
+            fmt::format("entry {}:{} needs MU in [0, 1)", step, mu));
+    changes.push_back({step, mu});
+  }
+  return changes;
+}
+
+std::vector<IntervalChange> parse_interval_schedule(const IntervalConfig& interval) {
+  std::vector<IntervalChange> changes;
+  for (const auto& [step, h] : step_entries(interval.schedule, "interval.schedule",
+                                            "STEP:H (for example \"250:10\")")) {
+    require(h >= 1 && h == std::floor(h), "interval.schedule",
+            fmt::format("entry {}:{} needs a whole H >= 1", step, h));
+    changes.push_back({step, static_cast<int64_t>(h)});
   }
   return changes;
 }

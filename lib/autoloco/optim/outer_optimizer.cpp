@@ -5,8 +5,12 @@
 namespace autoloco {
 
 NesterovOuter::NesterovOuter(double lr, double momentum, std::vector<MomentumChange> schedule,
-                             bool nesterov)
-    : lr_(lr), momentum_(momentum), schedule_(std::move(schedule)), nesterov_(nesterov) {}
+                             bool nesterov, OuterCorrection correction)
+    : lr_(lr),
+      momentum_(momentum),
+      schedule_(std::move(schedule)),
+      nesterov_(nesterov),
+      correction_(correction) {}
 
 double NesterovOuter::momentum_at(int64_t step) const {
   double mu = momentum_;
@@ -19,18 +23,20 @@ double NesterovOuter::momentum_at(int64_t step) const {
 void NesterovOuter::step(torch::Tensor& anchor, const torch::Tensor& mean_delta,
                          const RoundStats& stats) {
   torch::NoGradGuard no_grad;
-  last_mu_ = momentum_at(stats.step);
+  const OuterStep s = corrected_step(correction_, momentum_at(stats.step), lr_, stats.H);
+  last_mu_ = s.momentum;
+  last_lr_ = s.lr;
   if (last_mu_ == 0.0 && !buffer_.defined()) {
     // No momentum yet: skip the buffer; the update is exactly anchor − lr Δ̄ either way.
-    anchor.sub_(mean_delta, lr_);
+    anchor.sub_(mean_delta, last_lr_);
     return;
   }
   if (!buffer_.defined()) buffer_ = torch::zeros_like(anchor);
   buffer_.mul_(last_mu_).add_(mean_delta);
   if (nesterov_) {
-    anchor.sub_(mean_delta + last_mu_ * buffer_, lr_);
+    anchor.sub_(mean_delta + last_mu_ * buffer_, last_lr_);
   } else {
-    anchor.sub_(buffer_, lr_);
+    anchor.sub_(buffer_, last_lr_);
   }
 }
 
@@ -38,10 +44,12 @@ std::vector<std::pair<std::string, torch::Tensor>> NesterovOuter::state() {
   return {{"outer_momentum", buffer_}};
 }
 
-std::unique_ptr<OuterOptimizer> make_outer_optimizer(const OuterConfig& outer) {
+std::unique_ptr<OuterOptimizer> make_outer_optimizer(const OuterConfig& outer, int64_t H0) {
   if (outer.method == "diloco") {
+    const OuterCorrection correction{parse_correction_mode(outer.correction),
+                                     outer.correction_beta, H0};
     return std::make_unique<NesterovOuter>(outer.lr, outer.momentum, parse_momentum_schedule(outer),
-                                           outer.nesterov);
+                                           outer.nesterov, correction);
   }
   if (outer.method == "local_sgd") {
     return std::make_unique<NesterovOuter>(1.0, 0.0, std::vector<MomentumChange>{}, false);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "autoloco/config/config.hpp"
+#include "autoloco/optim/outer_correction.hpp"
 #include "autoloco/optim/round_stats.hpp"
 
 namespace autoloco {
@@ -30,14 +31,16 @@ class OuterOptimizer {
 // SGD with momentum in PyTorch's form, Nesterov by default (DiLoCo):
 //   b <- mu b + Δ̄ ;  anchor <- anchor − lr (Δ̄ + mu b)     (Nesterov)
 //                    anchor <- anchor − lr b               (heavy ball)
-// mu follows outer.momentum and outer.momentum_schedule by the round's last step.
+// mu follows outer.momentum and outer.momentum_schedule by the round's last step; then the
+// AutoLoCo correction adjusts mu and lr for the round's length (outer_correction.hpp).
 class NesterovOuter final : public OuterOptimizer {
  public:
-  NesterovOuter(double lr, double momentum, std::vector<MomentumChange> schedule, bool nesterov);
+  NesterovOuter(double lr, double momentum, std::vector<MomentumChange> schedule, bool nesterov,
+                OuterCorrection correction = {});
 
   void step(torch::Tensor& anchor, const torch::Tensor& mean_delta,
             const RoundStats& stats) override;
-  double last_lr() const override { return lr_; }
+  double last_lr() const override { return last_lr_; }
   double last_momentum() const override { return last_mu_; }
   std::vector<std::pair<std::string, torch::Tensor>> state() override;
 
@@ -49,12 +52,15 @@ class NesterovOuter final : public OuterOptimizer {
   double momentum_;
   std::vector<MomentumChange> schedule_;
   bool nesterov_;
+  OuterCorrection correction_;
   double last_mu_ = 0.0;
+  double last_lr_ = 0.0;
   torch::Tensor buffer_;  // b, created on the first step
 };
 
-// diloco: NesterovOuter from outer.*; local_sgd: plain averaging (lr 1, no momentum). Throws
-// ConfigError for ddp, which has no outer optimizer.
-std::unique_ptr<OuterOptimizer> make_outer_optimizer(const OuterConfig& outer);
+// diloco: NesterovOuter from outer.* (H0, interval.H, is the correction's reference interval);
+// local_sgd: plain averaging (lr 1, no momentum). Throws ConfigError for ddp, which has no outer
+// optimizer.
+std::unique_ptr<OuterOptimizer> make_outer_optimizer(const OuterConfig& outer, int64_t H0);
 
 }  // namespace autoloco

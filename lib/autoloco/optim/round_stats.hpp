@@ -19,8 +19,19 @@ struct RoundStats {
   double mean_delta_norm = 0.0;  // mean_i ‖Δ_i‖
   double avg_delta_sq = 0.0;     // a = ‖Δ̄‖²
   double rho = NAN;              // agreement (G a − n̄) / ((G − 1) n̄), for G ≥ 2
+  double round_s = 0.0;          // compute seconds of the round, mean over dcs
   double link_s = 0.0;           // simulated link seconds of the round's all-reduce
   int64_t dc_bytes = 0;          // bytes one dc sent over the link in the round
+
+  // η̄_k = S_k / H_k, the round's mean inner learning rate.
+  double mean_lr() const { return H > 0 ? lr_sum / static_cast<double>(H) : 0.0; }
+
+  // Per-step signal-to-noise q = ρ / ((1 − ρ) H): removes ρ's growth with H. NaN without ρ.
+  double q() const {
+    if (std::isnan(rho) || H <= 0) return NAN;
+    if (rho >= 1.0) return INFINITY;
+    return rho / ((1.0 - rho) * static_cast<double>(H));
+  }
 
   // Mean pairwise cosine of the dcs' pseudo-gradients; NaN with one dc or Δ = 0.
   static double agreement(int dcs, double mean_delta_sq, double avg_delta_sq) {

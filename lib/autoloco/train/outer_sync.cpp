@@ -6,14 +6,14 @@ namespace autoloco {
 namespace {
 
 // The scalars that ride in the round's inter-dc message, summed over dcs.
-enum Scalar { kWeight, kLoss, kDeltaSq, kDeltaNorm, kTokens, kLrSum, kNumScalars };
+enum Scalar { kWeight, kLoss, kDeltaSq, kDeltaNorm, kTokens, kLrSum, kSeconds, kNumScalars };
 
 }  // namespace
 
-OuterSync::OuterSync(const OuterConfig& outer, FlatParams& params, HierarchicalAllreduce& reducer,
-                     WanLink& link, torch::Device state_device)
+OuterSync::OuterSync(const OuterConfig& outer, int64_t H0, FlatParams& params,
+                     HierarchicalAllreduce& reducer, WanLink& link, torch::Device state_device)
     : wire_(outer.wire_dtype == "bf16" ? DType::bf16 : DType::f32),
-      optimizer_(make_outer_optimizer(outer)),
+      optimizer_(make_outer_optimizer(outer, H0)),
       reducer_(reducer),
       link_(link) {
   torch::NoGradGuard no_grad;
@@ -39,6 +39,7 @@ RoundStats OuterSync::sync(FlatParams& params, const RoundInput& in) {
   scalars[kDeltaNorm] = delta_norm;
   scalars[kTokens] = in.tokens;
   scalars[kLrSum] = in.lr_sum;
+  scalars[kSeconds] = in.seconds;
   const double link_before = link_.link_seconds();
   const int64_t bytes_before = link_.dc_bytes();
   reducer_.allreduce_sum(staging_.data_ptr<float>(), static_cast<size_t>(staging_.numel()), scalars,
@@ -57,6 +58,7 @@ RoundStats OuterSync::sync(FlatParams& params, const RoundInput& in) {
   s.tokens = scalars[kTokens];
   s.mean_delta_sq = scalars[kDeltaSq] / g;
   s.mean_delta_norm = scalars[kDeltaNorm] / g;
+  s.round_s = scalars[kSeconds] / g;
   const double avg_norm = staging_.norm().item<double>();
   s.avg_delta_sq = avg_norm * avg_norm;
   s.rho = RoundStats::agreement(g, s.mean_delta_sq, s.avg_delta_sq);

@@ -25,19 +25,22 @@ struct RoundInput {
   double tokens = 0.0;  // the dc's tokens in the round
   double nominal_tokens =
       0.0;  // a full dc's tokens in a round of H steps; weights are relative to it
+  double seconds = 0.0;  // the dc's compute seconds in the round
 };
 
 class OuterSync {
  public:
-  // The anchor starts as `params`' current values; the outer state lives on `state_device`.
-  OuterSync(const OuterConfig& outer, FlatParams& params, HierarchicalAllreduce& reducer,
-            WanLink& link, torch::Device state_device);
+  // The anchor starts as `params`' current values; the outer state lives on `state_device`; H0
+  // (interval.H) is the reference interval of the outer correction.
+  OuterSync(const OuterConfig& outer, int64_t H0, FlatParams& params,
+            HierarchicalAllreduce& reducer, WanLink& link, torch::Device state_device);
 
   // One round's end, on every rank of the world together. Returns the round's statistics.
   RoundStats sync(FlatParams& params, const RoundInput& in);
 
   torch::Tensor& anchor() { return anchor_; }
   OuterOptimizer& optimizer() { return *optimizer_; }
+  const OuterOptimizer& optimizer() const { return *optimizer_; }
 
  private:
   DType wire_;

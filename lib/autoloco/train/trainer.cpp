@@ -86,8 +86,9 @@ Trainer::Trainer(const Config& config, MPI_Comm world, TrainerOptions options)
   if (outer_method()) {
     const torch::Device state_device =
         config_.outer.state_device == "device" ? device_ : torch::Device(torch::kCPU);
-    outer_ = std::make_unique<OuterSync>(config_.outer, *params_, *reducer_, *wan_, state_device);
-    controller_ = make_interval_controller(config_.interval);
+    outer_ = std::make_unique<OuterSync>(config_.outer, config_.interval.H, *params_, *reducer_,
+                                         *wan_, state_device);
+    controller_ = make_interval_controller(config_);
     H_ = controller_->first_interval();
   }
 
@@ -138,11 +139,12 @@ void Trainer::log_start() const {
       HierarchicalAllreduce::shard_size(static_cast<size_t>(params_->numel()), topo_.ranks_per_dc) *
       (o.wire_dtype == "bf16" ? 2 : 4);
   if (outer_method()) {
-    log::info("method {}: H {} ({}), outer lr {} momentum {}{}, wire {} | intra-dc {}", o.method,
-              H_, controller_->name(), o.method == "local_sgd" ? 1.0 : o.lr,
-              o.method == "local_sgd" ? 0.0 : o.momentum,
-              o.momentum_schedule.empty() ? "" : " (scheduled)", o.wire_dtype,
-              grad_comm_->backend());
+    log::info("method {}: outer lr {} momentum {}{}{}, wire {} | intra-dc {}", o.method,
+              o.method == "local_sgd" ? 1.0 : o.lr, o.method == "local_sgd" ? 0.0 : o.momentum,
+              o.momentum_schedule.empty() ? "" : " (scheduled)",
+              o.correction == "none" ? "" : fmt::format(", correction {}", o.correction),
+              o.wire_dtype, grad_comm_->backend());
+    log::info("interval {}", controller_->describe());
   } else {
     log::info("method ddp: gradients all-reduced over the world every step, wire {} | intra-dc {}",
               o.wire_dtype, grad_comm_->backend());
@@ -188,10 +190,11 @@ StepResult Trainer::train_step() {
 }
 
 RoundStats Trainer::end_round() {
-  // The dc's mean loss, so that every member puts the same scalars into the round's message.
-  double loss = round_loss_sum_ / static_cast<double>(round_steps_);
-  intra_mpi_->allreduce_sum(&loss, 1);
-  loss /= topo_.ranks_per_dc;
+  // The dc's means, so that every member puts the same scalars into the round's message.
+  double dc_means[2] = {round_loss_sum_ / static_cast<double>(round_steps_),
+                        compute_seconds() - round_start_compute_s_};
+  intra_mpi_->allreduce_sum(dc_means, 2);
+  const double loss = dc_means[0] / topo_.ranks_per_dc;
   const double dc_tokens_per_step =
       static_cast<double>(tokens_per_step()) / static_cast<double>(topo_.num_dcs);
   RoundInput in;
@@ -202,15 +205,40 @@ RoundStats Trainer::end_round() {
   in.lr_sum = round_lr_sum_;
   in.tokens = dc_tokens_per_step * static_cast<double>(round_steps_);
   in.nominal_tokens = in.tokens;  // equal batches on every dc: uniform weights
+  in.seconds = dc_means[1] / topo_.ranks_per_dc;
   const RoundStats s = outer_->sync(*params_, in);
   ++rounds_;
   h_per_round_.push_back(round_steps_);
   H_ = controller_->next_interval(s);
+  if (config_.interval.check_consistency) check_round_consistency(s);
+  round_start_compute_s_ = compute_seconds();
   round_steps_ = 0;
   round_loss_sum_ = 0.0;
   round_lr_sum_ = 0.0;
   log_round(s);
   return s;
+}
+
+void Trainer::check_round_consistency(const RoundStats& s) {
+  const OuterOptimizer& outer = outer_->optimizer();
+  const std::vector<double> mine = {static_cast<double>(H_), outer.last_lr(),
+                                    outer.last_momentum(), s.loss, s.rho};
+  std::vector<double> all(mine.size() * static_cast<size_t>(topo_.world_size));
+  world_comm_->allgather(mine.data(), all.data(), mine.size(), DType::f64);
+  for (int r = 0; r < topo_.world_size; ++r) {
+    const double* theirs = all.data() + static_cast<size_t>(r) * mine.size();
+    if (std::equal(mine.begin(), mine.end(), theirs,
+                   [](double a, double b) { return a == b || (std::isnan(a) && std::isnan(b)); })) {
+      continue;
+    }
+    throw CommError(fmt::format(
+        "interval.check_consistency: after round {} ranks disagree: rank {} chose H {} with outer "
+        "lr {} and momentum {} (loss {}, rho {}), rank {} chose H {} with outer lr {} and "
+        "momentum {} (loss {}, rho {}). The round's statistics must be identical on every rank: "
+        "report this with both ranks' logs",
+        s.round, topo_.world_rank, mine[0], mine[1], mine[2], mine[3], mine[4], r, theirs[0],
+        theirs[1], theirs[2], theirs[3], theirs[4]));
+  }
 }
 
 double Trainer::evaluate() {
@@ -283,6 +311,8 @@ void Trainer::log_round(const RoundStats& s) {
                             .add("delta_norm", std::sqrt(s.avg_delta_sq))
                             .add("mean_delta_norm", s.mean_delta_norm)
                             .add("rho", s.rho)
+                            .add("q", s.q())
+                            .add("round_s", s.round_s)
                             .add("outer_lr", outer_->optimizer().last_lr())
                             .add("outer_momentum", outer_->optimizer().last_momentum())
                             .add("next_H", H_)
@@ -381,6 +411,7 @@ void Trainer::write_summary(const TrainSummary& s) {
           .add("compute_utilisation", s.compute_utilisation)
           .add("method", config_.outer.method)
           .add("controller", outer_method() ? controller_->name() : std::string("none"))
+          .add("correction", config_.outer.correction)
           .add("h_per_round", s.h_per_round)
           .add("stopped_by_signal", s.stopped_by_signal)
           .add("world_size", int64_t{topo_.world_size})

@@ -85,6 +85,8 @@ class Trainer {
   int64_t interval() const { return H_; }
   // The anchor (outer methods; undefined for ddp).
   torch::Tensor anchor() const;
+  // The outer optimizer (outer methods), e.g. for the momentum and lr its last step used.
+  const OuterOptimizer& outer_optimizer() const { return outer_->optimizer(); }
   const WanLink& wan() const { return *wan_; }
   int64_t tokens_per_step() const;  // all ranks
   bool outer_method() const { return config_.outer.method != "ddp"; }
@@ -93,6 +95,8 @@ class Trainer {
   void set_threads();
   void log_start() const;
   RoundStats end_round();
+  // interval.check_consistency: one all-gather; throws CommError naming two ranks that differ.
+  void check_round_consistency(const RoundStats& s);
   double world_mean(double value);
   int64_t inter_dc_bytes() const;
   double compute_seconds() const;  // wall time outside inter-dc all-reduces
@@ -130,6 +134,7 @@ class Trainer {
   int64_t round_steps_ = 0;  // steps done in the current round
   double round_loss_sum_ = 0.0;
   double round_lr_sum_ = 0.0;
+  double round_start_compute_s_ = 0.0;
   std::vector<int64_t> h_per_round_;
   Timer wall_;
 };
