@@ -26,8 +26,9 @@ never credited with a worse loss than fewer). Every configuration of the spec's 
 groups is compared seed by seed: a run with R_A rounds and loss L_A is matched to the rounds R_D
 at which the envelope reaches L_A, interpolated linearly in log R between the two points that
 bracket L_A. Below the whole curve, the saving is 1 − R_A/R_best against the best (lowest-loss)
-point and is a lower bound (≥). Above the whole curve (worse than its cheapest point) there is
-no saving: the seed is flagged "worse than the whole curve" and left out of the mean saving.
+point and is a lower bound (≥). Above the whole curve (worse than its cheapest point) it is
+1 − R_A/R_cheapest and an upper bound (≤). Every seed counts in the mean; the flags say which
+are bounds.
 
 Simulated time (loss_vs_time.png): step × c + the link seconds of the rounds that ended at or
 before that step, where c is the median over the finished runs of (sim_time_s − link_s) / steps:
@@ -50,7 +51,7 @@ SETTINGS = ["interval.H", "outer.momentum", "outer.momentum_schedule", "outer.co
 OUTCOMES = ["steps", "tokens", "rounds", "inter_dc_bytes", "final_eval_loss",
             "final_train_loss", "mean_H", "wall_s", "link_s", "sim_time_s",
             "compute_utilisation"]
-WORSE = "worse than the whole curve"
+WORSE = "above the whole curve: upper bound against its cheapest point"
 LOWER_BOUND = "below the whole curve: lower bound against its best point"
 
 
@@ -303,11 +304,11 @@ def lower_envelope(losses):
 def rounds_at_loss(points, loss):
     """(R_D, flag): the rounds at which the envelope reaches `loss`, linear in log R between
     the two bracketing points; below the curve the best point's rounds and LOWER_BOUND; above
-    it None and WORSE."""
+    it the cheapest point's rounds and WORSE (the saving is then an upper bound)."""
     rounds = [p["rounds"] for p in points]
     env = [p["envelope"] for p in points]
     if loss > env[0]:
-        return None, WORSE
+        return rounds[0], WORSE
     if loss < env[-1]:
         return rounds[env.index(env[-1])], LOWER_BOUND
     i = next(i for i, e in enumerate(env) if e <= loss)
@@ -326,10 +327,15 @@ def compare(config, points):
                       "R_D": r_d, "saving": 1 - run.rounds / r_d if r_d else None,
                       "flag": flag})
     saving = mean_sd([s["saving"] for s in seeds])
+    # The means of the configuration against the curve: less noisy than the seeds one by one.
+    pooled_r_d, pooled_flag = rounds_at_loss(points, config.loss[0])
     best = min(p["loss"] for p in points)
     return {"n": len(seeds), "rounds": config.rounds, "loss": config.loss,
             "saving": saving, "saving_n": sum(s["saving"] is not None for s in seeds),
             "lower_bound": any(s["flag"] == LOWER_BOUND for s in seeds),
+            "upper_bound": any(s["flag"] == WORSE for s in seeds),
+            "pooled": {"R_D": pooled_r_d, "saving": 1 - config.rounds[0] / pooled_r_d,
+                       "flag": pooled_flag},
             "gap_to_best": config.loss[0] - best, "seeds": seeds}
 
 
@@ -356,16 +362,23 @@ def saving_analysis(spec, configs):
             "curves": curves, "adaptive": adaptive}
 
 
-def percent(value, lower_bound=False):
-    """A saving as a percentage, "≥" marking a lower bound."""
-    return ("≥" if lower_bound else "") + f"{100 * value:.1f}%"
+def percent(value, lower_bound=False, upper_bound=False):
+    """A saving as a percentage, "≥" marking a lower bound, "≤" an upper one."""
+    mark = ""
+    if lower_bound != upper_bound:
+        mark = "≥" if lower_bound else "≤"
+    return mark + f"{100 * value:.1f}%"
 
 
 def seed_text(seed):
     """One seed's saving for the per-seed column."""
-    if seed["saving"] is None:
-        return f"s{seed['seed']} worse"
-    return f"s{seed['seed']} " + percent(seed["saving"], seed["flag"] == LOWER_BOUND)
+    return f"s{seed['seed']} " + percent(seed["saving"], seed["flag"] == LOWER_BOUND,
+                                         seed["flag"] == WORSE)
+
+
+def pooled_text(pooled):
+    """The saving of a configuration's mean rounds and mean loss."""
+    return percent(pooled["saving"], pooled["flag"] == LOWER_BOUND, pooled["flag"] == WORSE)
 
 
 def saving_markdown(analysis):
@@ -377,7 +390,8 @@ def saving_markdown(analysis):
              "with the lowest mean final eval loss over seeds; the inversion uses the curve's "
              "lower envelope (running minimum of the loss from few rounds to many). An adaptive "
              "run below the whole curve is compared with the curve's best point: a lower bound "
-             "(≥). A run worse than the whole curve has no saving and is left out of the mean.",
+             "(≥); a run above the whole curve with its cheapest point: an upper bound (≤). "
+             "Every seed counts in the mean.",
              ""]
     for name, curve in analysis["curves"].items():
         where = ", ".join(f"{k} = {text(v)}" for k, v in curve["where"].items())
@@ -396,19 +410,21 @@ def saving_markdown(analysis):
             lines.append("")
     lines += ["## Adaptive configurations against the curves", "",
               "| configuration | curve | n | rounds | final eval loss | saving (seeds used) | "
-              "per seed | loss gap to best point | flags |",
-              "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+              "saving of the means | per seed | loss gap to best point | flags |",
+              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for item in analysis["adaptive"]:
         if not item["against"]:
-            lines.append(f"| {item['config']} | | | | | {item['status']} | | | |")
+            lines.append(f"| {item['config']} | | | | | {item['status']} | | | | |")
         for curve, c in item["against"].items():
             mean, sd = c["saving"]
-            saving = "none" if mean is None else percent(mean, c["lower_bound"]) + (
+            saving = "none" if mean is None else percent(mean, c["lower_bound"],
+                                                         c["upper_bound"]) + (
                 f" ± {100 * sd:.1f}%" if sd is not None else "")
             flags = "; ".join(f"s{s['seed']}: {s['flag']}" for s in c["seeds"] if s["flag"])
             lines.append(
                 f"| {item['config']} | {curve} | {c['n']} | {pm(*c['rounds'], fmt='{:.1f}')} | "
                 f"{pm(*c['loss'])} | {saving} ({c['saving_n']}/{c['n']}) | "
+                f"{pooled_text(c['pooled'])} | "
                 f"{', '.join(seed_text(s) for s in c['seeds'])} | {c['gap_to_best']:+.4f} | "
                 f"{flags} |")
     return "\n".join(lines) + "\n"

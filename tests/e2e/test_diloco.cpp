@@ -48,5 +48,6 @@ TEST_CASE("e2e: diloco.yaml across 2 dcs writes rounds and inter-dc bytes", "[e2
   // The log names the layout and the method.
   const std::string log = read_text(dir + "/train.log");
   CHECK(log.find("2 ranks = 2 dc x 1 members") != std::string::npos);
-  CHECK(log.find("method diloco: H 10") != std::string::npos);
+  CHECK(log.find("method diloco: outer lr 0.7 momentum 0.9") != std::string::npos);
+  CHECK(log.find("interval fixed: H 10") != std::string::npos);
 }

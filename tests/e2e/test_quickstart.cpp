@@ -1,5 +1,6 @@
-// End to end: text files -> autoloco-prepare -> autoloco-train under mpiexec -> run directory,
-// with the eval loss below 60% of the val split's unigram byte entropy.
+// End to end: text files -> autoloco-prepare -> autoloco-train under mpiexec (the quickstart:
+// AutoLoCo across 4 dcs) -> run directory, with the eval loss below 60% of the val split's
+// unigram byte entropy.
 #include <unistd.h>
 #include <catch2/catch.hpp>
 
@@ -25,7 +26,9 @@ int run(const std::string& command) {
 
 }  // namespace
 
-TEST_CASE("e2e: tiny quickstart from text to eval loss below 60% of the unigram entropy", "[e2e]") {
+TEST_CASE(
+    "e2e: tiny quickstart across 4 dcs from text to eval loss below 60% of the unigram entropy",
+    "[e2e]") {
   const autoloco::test::TempDir tmp("e2e");
   const std::string dir = tmp.str();
   std::filesystem::create_directories(dir + "/text/sub");
@@ -41,7 +44,7 @@ TEST_CASE("e2e: tiny quickstart from text to eval loss below 60% of the unigram 
 
   const std::string config = std::string(AUTOLOCO_SOURCE_DIR) + "/configs/quickstart.yaml";
   const std::string train = std::string(AUTOLOCO_MPIEXEC) +
-                            " -n 2 --oversubscribe --allow-run-as-root --bind-to none " +
+                            " -n 4 --oversubscribe --allow-run-as-root --bind-to none " +
                             AUTOLOCO_TRAIN_EXE + " " + config +
                             " --set model.n_layer=2 --set model.d_model=64 --set model.n_head=2"
                             " --set model.seq_len=64 --set run.steps=120 --set run.eval_every=60"
@@ -54,15 +57,15 @@ TEST_CASE("e2e: tiny quickstart from text to eval loss below 60% of the unigram 
                             dir +
                             "/data/val_*.bin"
                             " --set run.out_dir=" +
-                            dir +
-                            "/runs --set run.name=e2e"
-                            " --set topology.ranks_per_dc=2 > " +
-                            dir + "/train.log 2>&1";
+                            dir + "/runs --set run.name=e2e > " + dir + "/train.log 2>&1";
   REQUIRE(run(train) == 0);
   const std::string summary = read_text(dir + "/runs/e2e/summary.json");
   const double eval_loss = json_number(summary, "final_eval_loss");
   INFO("eval loss " << eval_loss << ", unigram entropy " << entropy << "\n" << summary);
   CHECK(json_number(summary, "steps") == 120);
+  CHECK(json_number(summary, "num_dcs") == 4);
+  CHECK(json_number(summary, "rounds") >= 3);  // rounds of H_0 = 20 at most, fewer if it grew
+  CHECK(summary.find("\"controller\":\"autoloco\"") != std::string::npos);
   CHECK(eval_loss <= 0.6 * entropy);
   CHECK(std::filesystem::exists(dir + "/runs/e2e/config.yaml"));
 

@@ -49,13 +49,14 @@ TEST_CASE("autoloco across 2 dcs: H changes and every dc holds the same anchor a
     if (step < config.run.steps) CHECK(s.H == planned);  // the last round may be cut short
     intervals.insert(s.H);
     // Correction momentum: mu^(H_k / H_0).
-    CHECK(trainer.outer_optimizer().last_momentum() == Approx(std::pow(0.9, static_cast<double>(s.H) / 6.0)));
+    CHECK(trainer.outer_optimizer().last_momentum() ==
+          Approx(std::pow(0.9, static_cast<double>(s.H) / 6.0)));
     planned = trainer.interval();
     CHECK(planned >= 2);
     CHECK(planned <= 8);
   }
   MPI_Comm_free(&dc);
-  CHECK(intervals.size() >= 3);     // 6, 5, 4, ... : H changed more than once
-  CHECK(intervals.count(6) == 1);   // the first round ran H_0
-  CHECK(*intervals.begin() == 2);   // and the rule reached H_min
+  CHECK(intervals.size() >= 3);    // 6, 5, 4, ... : H changed more than once
+  CHECK(intervals.count(6) == 1);  // the first round ran H_0
+  CHECK(*intervals.begin() == 2);  // and the rule reached H_min
 }

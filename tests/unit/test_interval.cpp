@@ -69,8 +69,8 @@ TEST_CASE("stats: q inverts rho and is NaN without agreement", "[sched]") {
 }
 
 TEST_CASE("schedule: H by the step at which the round starts", "[sched]") {
-  auto c = make_interval_controller(
-      config_with({"interval.controller=schedule", "interval.H=25", "interval.schedule=[\"250:10\", \"800:40\"]"}));
+  auto c = make_interval_controller(config_with({"interval.controller=schedule", "interval.H=25",
+                                                 "interval.schedule=[\"250:10\", \"800:40\"]"}));
   CHECK(c->name() == "schedule");
   CHECK(c->first_interval() == 25);
   CHECK(c->next_interval(round_with_q(1, 225, 25, 0.03)) == 25);
@@ -103,7 +103,7 @@ TEST_CASE("adacomm: shorter as the loss falls, longer as the lr decays, within b
 TEST_CASE("qsr: H grows as the inverse square of the lr, from H_0 to H_max", "[sched]") {
   auto c = make_interval_controller(
       config_with({"interval.controller=qsr", "interval.qsr_alpha=0.01"}, 50));
-  CHECK(c->next_interval(round_with_lr_loss(1, 20, 20, 1e-5, 3.0)) == 20);  // warm-up
+  CHECK(c->next_interval(round_with_lr_loss(1, 20, 20, 1e-5, 3.0)) == 20);   // warm-up
   CHECK(c->next_interval(round_with_lr_loss(2, 100, 20, 3e-3, 3.0)) == 20);  // (0.01/3e-3)² = 11
   CHECK(c->next_interval(round_with_lr_loss(3, 200, 20, 2e-3, 3.0)) == 25);
   CHECK(c->next_interval(round_with_lr_loss(4, 300, 25, 1.25e-3, 3.0)) == 64);
@@ -118,21 +118,22 @@ TEST_CASE("qsr: H grows as the inverse square of the lr, from H_0 to H_max", "[s
   }
 }
 
-TEST_CASE("autoloco: grows while q is above q*, shrinks below band q*, holds after a change", "[sched]") {
-  auto c = make_interval_controller(config_with({"interval.controller=autoloco",
-                                                 "interval.q_target=0.03", "interval.smoothing=1",
-                                                 "interval.hold_rounds=2"}));
+TEST_CASE("autoloco: grows while q is above q*, shrinks below band q*, holds after a change",
+          "[sched]") {
+  auto c = make_interval_controller(
+      config_with({"interval.controller=autoloco", "interval.q_target=0.03", "interval.smoothing=1",
+                   "interval.hold_rounds=2"}));
   CHECK(c->first_interval() == 20);
   // q above q*: ×1.25, then two rounds of hold, then ×1.25 again.
   const auto up = drive(*c, 5, [](int, int64_t) { return 0.05; });
   CHECK(up == std::vector<int64_t>{20, 25, 25, 25, 31, 31});
   // q below 0.8 q*: ×0.8.
-  auto d = make_interval_controller(config_with({"interval.controller=autoloco",
-                                                 "interval.q_target=0.03", "interval.smoothing=1"}));
+  auto d = make_interval_controller(config_with(
+      {"interval.controller=autoloco", "interval.q_target=0.03", "interval.smoothing=1"}));
   CHECK(d->next_interval(round_with_q(1, 20, 40, 0.01)) == 32);
   // Inside the dead band [0.8 q*, q*]: no change.
-  auto e = make_interval_controller(config_with({"interval.controller=autoloco",
-                                                 "interval.q_target=0.03", "interval.smoothing=1"}));
+  auto e = make_interval_controller(config_with(
+      {"interval.controller=autoloco", "interval.q_target=0.03", "interval.smoothing=1"}));
   CHECK(e->next_interval(round_with_q(1, 20, 40, 0.027)) == 40);
 }
 
@@ -143,15 +144,17 @@ TEST_CASE("autoloco: bounded, no decisions in warm-up, and negative feedback set
   CHECK(c->next_interval(round_with_q(1, 20, 20, 1.0)) == 20);
   CHECK(c->next_interval(round_with_q(5, 100, 20, 1.0)) == 20);
   // Extreme signals for many rounds: never outside [10, 80].
-  const auto hi = drive(*c, 30, [](int, int64_t) { return 10.0; }, 100);
+  const auto hi = drive(
+      *c, 30, [](int, int64_t) { return 10.0; }, 100);
   for (int64_t H : hi)
     CHECK((H >= 10 && H <= 80));
   CHECK(hi.back() == 80);
-  const auto lo = drive(*c, 30, [](int, int64_t) { return 1e-4; }, 3000);
+  const auto lo = drive(
+      *c, 30, [](int, int64_t) { return 1e-4; }, 3000);
   CHECK(lo.back() == 10);
   // A q that falls with H like the real one (q = 0.6 / H) settles where q ≈ q*, H ≈ 20–25.
-  auto f = make_interval_controller(config_with({"interval.controller=autoloco",
-                                                 "interval.q_target=0.03", "interval.H=60"}));
+  auto f = make_interval_controller(
+      config_with({"interval.controller=autoloco", "interval.q_target=0.03", "interval.H=60"}));
   const auto settle = drive(*f, 40, [](int, int64_t H) { return 0.6 / static_cast<double>(H); });
   CHECK(settle.back() >= 20);
   CHECK(settle.back() <= 25);

@@ -153,7 +153,7 @@ struct IntervalConfig {
   double qsr_alpha = 0.01;
   double q_target = 0.03;
   int64_t q_auto_rounds = 3;
-  double q_auto_ratio = 1.0;
+  double q_auto_ratio = 0.3;
   double smoothing = 0.5;
   double grow = 1.25;
   double shrink = 0.8;
@@ -186,7 +186,8 @@ struct IntervalConfig {
     v("smoothing", s.smoothing,
       "autoloco: weight of the newest q in its running average (1: no smoothing)");
     v("grow", s.grow, "autoloco: H is multiplied by this while the smoothed q is above q*");
-    v("shrink", s.shrink, "autoloco: H is multiplied by this while the smoothed q is below band q*");
+    v("shrink", s.shrink,
+      "autoloco: H is multiplied by this while the smoothed q is below band q*");
     v("band", s.band, "autoloco: shrink only below band * q* (a dead band against dithering)");
     v("hold_rounds", s.hold_rounds, "autoloco: rounds without a decision after each change");
   }

@@ -183,8 +183,8 @@ std::vector<MomentumChange> parse_momentum_schedule(const OuterConfig& outer) {
 
 std::vector<IntervalChange> parse_interval_schedule(const IntervalConfig& interval) {
   std::vector<IntervalChange> changes;
-  for (const auto& [step, h] : step_entries(interval.schedule, "interval.schedule",
-                                            "STEP:H (for example \"250:10\")")) {
+  for (const auto& [step, h] :
+       step_entries(interval.schedule, "interval.schedule", "STEP:H (for example \"250:10\")")) {
     require(h >= 1 && h == std::floor(h), "interval.schedule",
             fmt::format("entry {}:{} needs a whole H >= 1", step, h));
     changes.push_back({step, static_cast<int64_t>(h)});

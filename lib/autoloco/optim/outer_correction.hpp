@@ -16,8 +16,8 @@ CorrectionMode parse_correction_mode(const std::string& name);
 
 struct OuterCorrection {
   CorrectionMode mode = CorrectionMode::none;
-  double beta = 0.5;   // exponent of r in mode lr
-  int64_t H0 = 1;      // the reference interval (interval.H)
+  double beta = 0.5;  // exponent of r in mode lr
+  int64_t H0 = 1;     // the reference interval (interval.H)
 };
 
 // The outer step of one round: momentum and learning rate.

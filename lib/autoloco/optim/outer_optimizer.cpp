@@ -46,8 +46,8 @@ std::vector<std::pair<std::string, torch::Tensor>> NesterovOuter::state() {
 
 std::unique_ptr<OuterOptimizer> make_outer_optimizer(const OuterConfig& outer, int64_t H0) {
   if (outer.method == "diloco") {
-    const OuterCorrection correction{parse_correction_mode(outer.correction),
-                                     outer.correction_beta, H0};
+    const OuterCorrection correction{parse_correction_mode(outer.correction), outer.correction_beta,
+                                     H0};
     return std::make_unique<NesterovOuter>(outer.lr, outer.momentum, parse_momentum_schedule(outer),
                                            outer.nesterov, correction);
   }

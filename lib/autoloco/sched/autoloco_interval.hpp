@@ -37,8 +37,8 @@ class AutoLoCoInterval final : public AdaptiveInterval {
   IntervalConfig cfg_;
   double q_target_;
   double q_smooth_ = NAN;
-  double hold_left_ = 0;    // rounds still without a decision
-  double auto_sum_ = 0.0;   // q_target 0: sum and count of the rounds that set q*
+  double hold_left_ = 0;   // rounds still without a decision
+  double auto_sum_ = 0.0;  // q_target 0: sum and count of the rounds that set q*
   double auto_count_ = 0;
 };
 

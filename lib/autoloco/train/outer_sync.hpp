@@ -24,7 +24,7 @@ struct RoundInput {
   double lr_sum = 0.0;  // S_k
   double tokens = 0.0;  // the dc's tokens in the round
   double nominal_tokens =
-      0.0;  // a full dc's tokens in a round of H steps; weights are relative to it
+      0.0;               // a full dc's tokens in a round of H steps; weights are relative to it
   double seconds = 0.0;  // the dc's compute seconds in the round
 };
 

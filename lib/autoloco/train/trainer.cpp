@@ -221,8 +221,8 @@ RoundStats Trainer::end_round() {
 
 void Trainer::check_round_consistency(const RoundStats& s) {
   const OuterOptimizer& outer = outer_->optimizer();
-  const std::vector<double> mine = {static_cast<double>(H_), outer.last_lr(),
-                                    outer.last_momentum(), s.loss, s.rho};
+  const std::vector<double> mine = {static_cast<double>(H_), outer.last_lr(), outer.last_momentum(),
+                                    s.loss, s.rho};
   std::vector<double> all(mine.size() * static_cast<size_t>(topo_.world_size));
   world_comm_->allgather(mine.data(), all.data(), mine.size(), DType::f64);
   for (int r = 0; r < topo_.world_size; ++r) {

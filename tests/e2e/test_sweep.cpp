@@ -1,0 +1,86 @@
+// End to end: scripts/sweep.py on a tiny corpus: a spec with a DiLoCo grid over H and an
+// autoloco group runs every run under mpiexec, writes results.csv, table.md, saving.md and the
+// plots, and a second call skips the finished runs.
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "../support/run_files.hpp"
+#include "../support/temp_dir.hpp"
+#include "../support/tiny_corpus.hpp"
+
+using autoloco::test::read_text;
+
+namespace {
+
+int count_lines(const std::string& path) {
+  std::ifstream in(path);
+  int lines = 0;
+  for (std::string line; std::getline(in, line);)
+    ++lines;
+  return lines;
+}
+
+}  // namespace
+
+TEST_CASE("e2e: sweep.py runs a grid and skips finished runs and reports", "[e2e]") {
+  const autoloco::test::TempDir tmp("e2e-sweep");
+  const std::string dir = tmp.str();
+  autoloco::test::write_tiny_corpus(dir + "/data");
+  std::ofstream(dir + "/spec.yaml") << "base: configs/diloco.yaml\n"
+                                       "out: "
+                                    << dir
+                                    << "/sweep\n"
+                                       "ranks: 2\n"
+                                       "seeds: [1, 2]\n"
+                                       "set:\n"
+                                       "  model.n_layer: 1\n"
+                                       "  model.d_model: 32\n"
+                                       "  model.n_head: 2\n"
+                                       "  model.seq_len: 32\n"
+                                       "  data.batch_size: 4\n"
+                                       "  data.train: "
+                                    << dir
+                                    << "/data/train_*.bin\n"
+                                       "  data.val: "
+                                    << dir
+                                    << "/data/val_*.bin\n"
+                                       "  run.steps: 24\n"
+                                       "  run.eval_every: 0\n"
+                                       "  inner.warmup_steps: 2\n"
+                                       "groups:\n"
+                                       "  - name: diloco\n"
+                                       "    grid: {interval.H: [2, 4]}\n"
+                                       "  - name: autoloco\n"
+                                       "    set: {interval.controller: autoloco, interval.H: 3,\n"
+                                       "          interval.H_min: 2, interval.H_max: 6}\n"
+                                       "curves:\n"
+                                       "  diloco: {groups: [diloco]}\n"
+                                       "adaptive: [autoloco]\n";
+  const std::string sweep = "/usr/bin/python3 " + std::string(AUTOLOCO_SOURCE_DIR) +
+                            "/scripts/sweep.py --spec " + dir + "/spec.yaml --no-build --bin " +
+                            AUTOLOCO_TRAIN_EXE + " --jobs 1";
+  const std::string log = dir + "/sweep.log";
+  INFO(sweep);
+  REQUIRE(std::system((sweep + " > " + log + " 2>&1").c_str()) == 0);
+  INFO(read_text(log));
+  const std::string out = dir + "/sweep";
+  for (const char* run :
+       {"diloco_H2_s1", "diloco_H2_s2", "diloco_H4_s1", "diloco_H4_s2", "autoloco_s1"}) {
+    CHECK(std::filesystem::exists(out + "/" + run + "/summary.json"));
+  }
+  CHECK(count_lines(out + "/results.csv") == 1 + 6);  // header + 6 runs
+  CHECK(read_text(out + "/table.md").find("| diloco | 2 |") != std::string::npos);
+  const std::string saving = read_text(out + "/saving.md");
+  CHECK(saving.find("## Curve diloco") != std::string::npos);
+  CHECK(saving.find("| autoloco |") != std::string::npos);
+  CHECK(std::filesystem::exists(out + "/loss_vs_rounds.png"));
+  CHECK(std::filesystem::exists(out + "/h_over_training.png"));
+
+  // A second call finds every run done and runs nothing.
+  REQUIRE(std::system((sweep + " > " + log + " 2>&1").c_str()) == 0);
+  CHECK(read_text(log).find("6 runs, 6 done, 0 to go") != std::string::npos);
+}
