@@ -3,7 +3,7 @@
 // same vector over the whole world, for several vector sizes. Reported as nccl-tests do: time
 // per operation (max over ranks, mean over iterations), algbw = bytes / time and busbw = algbw
 // 2 (P - 1) / P, with a data check of every result, and the bytes each rank sent across dcs.
-// The hierarchical path carries a round's six scalars, as the outer sync does.
+// The hierarchical path carries a round's scalars, as the outer sync does.
 #include <mpi.h>
 
 #include <algorithm>
@@ -14,6 +14,7 @@
 #include "autoloco/comm/mpi_communicator.hpp"
 #include "autoloco/comm/topology.hpp"
 #include "autoloco/comm/wan_link.hpp"
+#include "autoloco/train/outer_sync.hpp"
 #include "autoloco/util/json.hpp"
 #include "autoloco/util/timer.hpp"
 #include "bench.hpp"
@@ -64,8 +65,8 @@ JsonObject measure(const Args& args, int64_t n, const Topology& topo, MpiCommuni
   std::vector<float> data(count);
   WanLink link(inter, WanModel{1.0, 50.0, false, topo.num_dcs, topo.ranks_per_dc});
   HierarchicalAllreduce reducer(intra, link);
-  // As in a round's end: six scalars ride in the message, so the packed reduction runs.
-  constexpr size_t kScalars = 6;
+  // As in a round's end: the round's scalars ride in the message, so the packed reduction runs.
+  constexpr size_t kScalars = OuterSync::kRoundScalars;
   double scalars[kScalars] = {};
   const double hier_s = time_op(
       data, topo.dc, args.iters, args.warmup,

@@ -7,6 +7,7 @@ namespace {
 
 // The scalars that ride in the round's inter-dc message, summed over dcs.
 enum Scalar { kWeight, kLoss, kDeltaSq, kDeltaNorm, kTokens, kLrSum, kSeconds, kNumScalars };
+static_assert(kNumScalars == OuterSync::kRoundScalars);
 
 }  // namespace
 

@@ -30,6 +30,10 @@ struct RoundInput {
 
 class OuterSync {
  public:
+  // Scalars that ride in each round's inter-dc message (weight, loss, ‖Δ_i‖², ‖Δ_i‖, tokens,
+  // S_k, round seconds).
+  static constexpr size_t kRoundScalars = 7;
+
   // The anchor starts as `params`' current values; the outer state lives on `state_device`; H0
   // (interval.H) is the reference interval of the outer correction.
   OuterSync(const OuterConfig& outer, int64_t H0, FlatParams& params,
