@@ -84,3 +84,25 @@ TEST_CASE("e2e: sweep.py runs a grid and skips finished runs and reports", "[e2e
   REQUIRE(std::system((sweep + " > " + log + " 2>&1").c_str()) == 0);
   CHECK(read_text(log).find("6 runs, 6 done, 0 to go") != std::string::npos);
 }
+
+TEST_CASE("e2e: sweep.py --slurm writes one batch script per run that skips itself when done",
+          "[e2e]") {
+  const autoloco::test::TempDir tmp("e2e-slurm");
+  const std::string dir = tmp.str();
+  const std::string command = "/usr/bin/python3 " + std::string(AUTOLOCO_SOURCE_DIR) +
+                              "/scripts/sweep.py " + AUTOLOCO_SOURCE_DIR +
+                              "/configs/diloco.yaml --out " + dir +
+                              "/sweep --H 10,20 --seeds 1,2 --slurm --no-submit --no-build"
+                              " --sbatch=--partition=cpu > " +
+                              dir + "/sweep.log 2>&1";
+  REQUIRE(std::system(command.c_str()) == 0);
+  const std::string script = read_text(dir + "/sweep/slurm/run_H20_s2.sbatch");
+  INFO(script);
+  CHECK(script.find("#SBATCH --ntasks=4") != std::string::npos);
+  CHECK(script.find("#SBATCH --partition=cpu") != std::string::npos);
+  CHECK(script.find("srun ") != std::string::npos);
+  CHECK(script.find("--set interval.H=20 --set run.seed=2") != std::string::npos);
+  CHECK(script.find(dir + "/sweep/run_H20_s2/summary.json") != std::string::npos);
+  CHECK(std::filesystem::exists(dir + "/sweep/slurm/run_H10_s1.sbatch"));
+  CHECK(std::system(("bash -n " + dir + "/sweep/slurm/run_H10_s1.sbatch").c_str()) == 0);
+}
