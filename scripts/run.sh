@@ -44,7 +44,7 @@ print(f"steps {s['steps']}, tokens {s['tokens']}, wall {s['wall_s']:.0f} s, "
 if s["num_dcs"] > 1 and s["rounds"] > 0:
     # ddp all-reduces a gradient of the same size as a pseudo-gradient at every step.
     per_round = s["inter_dc_bytes"] / s["rounds"]
-    hs = s["h_per_round"]
+    hs = s["h_per_round"][:-1] or s["h_per_round"]  # the last round may be cut short by the end
     print(f"{s['method']} ({s['controller']}): {s['rounds']} rounds, H from {min(hs)} to "
           f"{max(hs)}, {si(s['inter_dc_bytes'])} over the inter-dc link, "
           f"{s['link_s']:.1f} s of simulated link time")
