@@ -39,11 +39,14 @@ import itertools
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
+
+import yaml
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "scripts"))
@@ -67,8 +70,6 @@ def die(message):
 
 
 def load_yaml(path):
-    import yaml
-
     try:
         with open(path) as f:
             return yaml.safe_load(f) or {}
@@ -146,8 +147,6 @@ def spec_from_args(args):
         grid["interval.controller"] = args.controllers.split(",")
     if args.H:
         grid["interval.H"] = [int(h) for h in args.H.split(",")]
-    import yaml
-
     for axis in args.grid:
         key, _, values = axis.partition("=")
         if not values:
@@ -242,7 +241,7 @@ def write_slurm(spec, runs, binary, submit, sbatch_args):
         if done(out, run):
             continue
         set_aside_incomplete(out, run)
-        cmd = " ".join(shlex_quote(c) for c in command(spec, run, binary, ["srun"]))
+        cmd = " ".join(shlex.quote(c) for c in command(spec, run, binary, ["srun"]))
         text = (template.replace("@NAME@", run.name).replace("@RANKS@", str(spec["ranks"]))
                 .replace("@LOG@", os.path.join(out, "logs", run.name + ".%j.log"))
                 .replace("@EXTRA@", "\n".join(f"#SBATCH {a}" for a in sbatch_args))
@@ -259,12 +258,6 @@ def write_slurm(spec, runs, binary, submit, sbatch_args):
             subprocess.check_call(["sbatch", path])
         print(f"sweep: submitted {len(written)} jobs; when they are done run the same command "
               "with --report", file=sys.stderr)
-
-
-def shlex_quote(s):
-    import shlex
-
-    return shlex.quote(s)
 
 
 def record(spec, runs):
@@ -325,8 +318,6 @@ def main():
         spec["spec_file"] = args.spec
         for assignment in args.set:
             key, _, value = assignment.partition("=")
-            import yaml
-
             spec.setdefault("set", {})[key] = yaml.safe_load(value)
     else:
         spec = spec_from_args(args)
@@ -347,7 +338,7 @@ def main():
 
     if args.dry_run:
         for r in selected:
-            print(" ".join(shlex_quote(c) for c in command(
+            print(" ".join(shlex.quote(c) for c in command(
                 spec, r, binary, ["mpirun", "-n", str(spec["ranks"])])))
         return 0
     record(spec, runs)
