@@ -12,7 +12,7 @@ packages=(
   cmake ninja-build g++ pkg-config
   libtorch-dev libopenblas0-pthread          # Debian's LibTorch (CPU) + a real BLAS (~9x faster)
   libopenmpi-dev openmpi-bin                 # launch and communication
-  libhdf5-dev libyaml-cpp-dev libfmt-dev catch2
+  libhdf5-dev zlib1g-dev libyaml-cpp-dev libfmt-dev catch2
   python3 python3-venv python3-numpy python3-matplotlib python3-h5py python3-yaml  # scripts
   python3-doc                                # the default corpus (Python docs, reST sources)
 )

@@ -1,5 +1,5 @@
 // autoloco-train: the one training executable, launched by mpirun or srun with a YAML config.
-//   autoloco-train CONFIG.yaml [--set section.key=value ...] [--print-config]
+//   autoloco-train CONFIG.yaml [--set section.key=value ...] [--resume auto|PATH] [--print-config]
 //   autoloco-train --config-reference     (the Markdown reference of every key: docs/config.md)
 #include <mpi.h>
 
@@ -16,16 +16,21 @@
 namespace {
 
 constexpr const char* kUsage =
-    "usage: autoloco-train CONFIG.yaml [--set section.key=value ...] [--print-config]\n"
+    "usage: autoloco-train CONFIG.yaml [--set section.key=value ...] [--resume auto|PATH]\n"
+    "                      [--print-config]\n"
     "       autoloco-train --config-reference\n"
     "Trains a GPT with the given config; every key and its default: docs/config.md.\n"
     "  --set K=V          override one config key (repeatable), e.g. --set run.steps=200\n"
+    "  --resume auto      continue from the newest valid checkpoint of the run directory, or\n"
+    "                     start the run when it has none (what a requeued job should pass)\n"
+    "  --resume PATH      continue from the checkpoint directory PATH (checkpoints/step_<N>)\n"
     "  --print-config     print the effective config (after overrides) and exit\n"
     "  --config-reference print the Markdown reference of every config key and exit\n";
 
 struct Args {
   std::string config_path;
   std::vector<std::string> overrides;
+  std::string resume;
   bool print_config = false;
   bool config_reference = false;
   bool help = false;
@@ -40,6 +45,11 @@ Args parse_args(int argc, char** argv) {
       a.overrides.emplace_back(argv[++i]);
     } else if (arg.rfind("--set=", 0) == 0) {
       a.overrides.push_back(arg.substr(6));
+    } else if (arg == "--resume") {
+      if (i + 1 >= argc) throw autoloco::ConfigError("--resume needs auto or a checkpoint path");
+      a.resume = argv[++i];
+    } else if (arg.rfind("--resume=", 0) == 0) {
+      a.resume = arg.substr(9);
     } else if (arg == "--print-config") {
       a.print_config = true;
     } else if (arg == "--config-reference") {
@@ -76,7 +86,9 @@ int run(int argc, char** argv, int rank) {
     if (rank == 0) std::fputs(autoloco::to_yaml(config).c_str(), stdout);
     return 0;
   }
-  autoloco::Trainer trainer(config, MPI_COMM_WORLD);
+  autoloco::TrainerOptions options;
+  options.resume = args.resume;
+  autoloco::Trainer trainer(config, MPI_COMM_WORLD, options);
   const autoloco::TrainSummary summary = trainer.train();
   (void)summary;
   return 0;

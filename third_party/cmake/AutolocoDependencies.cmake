@@ -4,6 +4,7 @@
 find_package(Threads REQUIRED)
 find_package(MPI REQUIRED COMPONENTS C)
 find_package(HDF5 REQUIRED COMPONENTS C)
+find_package(ZLIB REQUIRED)  # crc32 of checkpoint datasets (HDF5 depends on it already)
 find_package(yaml-cpp REQUIRED)
 find_package(fmt REQUIRED)
 

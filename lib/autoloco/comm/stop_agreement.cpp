@@ -16,14 +16,14 @@ StopAgreement::~StopAgreement() {
   MPI_Comm_free(&comm_);
 }
 
-bool StopAgreement::poll(bool local_request) {
-  bool agreed = false;
+unsigned StopAgreement::poll(unsigned local_flags) {
+  unsigned agreed = 0;
   if (request_ != MPI_REQUEST_NULL) {
     AUTOLOCO_MPI(MPI_Wait(&request_, MPI_STATUS_IGNORE));
-    agreed = recv_ != 0;
+    agreed = recv_;
   }
-  send_ = local_request ? 1 : 0;
-  AUTOLOCO_MPI(MPI_Iallreduce(&send_, &recv_, 1, MPI_INT, MPI_MAX, comm_, &request_));
+  send_ = local_flags;
+  AUTOLOCO_MPI(MPI_Iallreduce(&send_, &recv_, 1, MPI_UNSIGNED, MPI_BOR, comm_, &request_));
   return agreed;
 }
 

@@ -1,6 +1,6 @@
-// Agreeing on "stop now" without a blocking world-wide collective per step: each step starts a
-// non-blocking MAX-reduction of the local flag and completes the one started the step before,
-// so every rank learns the same answer at the same step, one step late.
+// Agreeing on "stop now" or "checkpoint now" without a blocking world-wide collective per step:
+// each step starts a non-blocking OR-reduction of the local flags and completes the one started
+// the step before, so every rank learns the same answer at the same step, one step late.
 #pragma once
 
 #include <mpi.h>
@@ -14,9 +14,12 @@ class StopAgreement {
   StopAgreement(const StopAgreement&) = delete;
   StopAgreement& operator=(const StopAgreement&) = delete;
 
-  // Call once per step on every rank with the local request. Returns true when the reduction
-  // completed here says some rank asked to stop (identical on every rank).
-  bool poll(bool local_request);
+  static constexpr unsigned kStop = 1;        // a stop signal arrived somewhere
+  static constexpr unsigned kCheckpoint = 2;  // a timed checkpoint is due
+
+  // Call once per step on every rank with the local flags. Returns the OR of every rank's flags
+  // of the previous call (identical on every rank; 0 on the first call).
+  unsigned poll(unsigned local_flags);
 
   // Completes any reduction in flight (call before the communicator goes away).
   void drain();
@@ -24,8 +27,8 @@ class StopAgreement {
  private:
   MPI_Comm comm_;
   MPI_Request request_ = MPI_REQUEST_NULL;
-  int send_ = 0;
-  int recv_ = 0;
+  unsigned send_ = 0;
+  unsigned recv_ = 0;
 };
 
 }  // namespace autoloco

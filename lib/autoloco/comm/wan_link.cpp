@@ -36,4 +36,11 @@ void WanLink::allreduce(float* payload, size_t count, DType wire, double* scalar
   wall_s_ += timer.seconds();
 }
 
+void WanLink::restore(const WanCounters& c) {
+  dc_bytes_ = c.dc_bytes;
+  messages_ = c.messages;
+  link_s_ = c.link_s;
+  wall_s_ = c.wall_s;
+}
+
 }  // namespace autoloco

@@ -15,6 +15,14 @@
 
 namespace autoloco {
 
+// What a WanLink has counted so far (checkpoints keep it so a resumed run counts on).
+struct WanCounters {
+  int64_t dc_bytes = 0;
+  int64_t messages = 0;
+  double link_s = 0.0;
+  double wall_s = 0.0;
+};
+
 struct WanModel {
   double bandwidth_gbps = 1.0;  // per dc, 1e9 bits/s
   double latency_ms = 50.0;
@@ -46,6 +54,8 @@ class WanLink {
   // subtracted from wall-clock to get the compute time of the simulated clock.
   double wall_seconds() const { return wall_s_; }
   int64_t messages() const { return messages_; }
+  WanCounters counters() const { return {dc_bytes_, messages_, link_s_, wall_s_}; }
+  void restore(const WanCounters& c);
 
  private:
   RingAllreduce ring_;

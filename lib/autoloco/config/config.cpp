@@ -176,6 +176,20 @@ struct KeyCollector {
   }
 };
 
+struct ValueCollector {
+  std::string section_name;
+  std::vector<std::pair<std::string, std::string>> values;
+  template <class S>
+  void section(const char* name, const char*, S& s) {
+    section_name = name;
+    S::visit(s, *this);
+  }
+  template <class T>
+  void operator()(const char* key, const T& value, const char*) {
+    values.emplace_back(section_name + "." + key, format_value(value));
+  }
+};
+
 struct MarkdownPrinter {
   std::ostringstream out;
   template <class S>
@@ -253,6 +267,12 @@ std::vector<std::string> config_keys() {
   KeyCollector c;
   Config::visit(defaults, c);
   return c.keys;
+}
+
+std::vector<std::pair<std::string, std::string>> config_values(const Config& config) {
+  ValueCollector c;
+  Config::visit(config, c);
+  return c.values;
 }
 
 Config parse_config(const std::string& yaml_text, const std::vector<std::string>& overrides,

@@ -209,6 +209,26 @@ struct WanConfig {
   }
 };
 
+struct CkptConfig {
+  int64_t every_steps = 0;
+  double every_minutes = 30.0;
+  int64_t keep_last = 3;
+  bool on_signal = true;
+  bool at_end = true;
+
+  template <class Self, class V>
+  static void visit(Self& s, V& v) {
+    v("every_steps", s.every_steps, "save a checkpoint every this many inner steps (0: never)");
+    v("every_minutes", s.every_minutes,
+      "save a checkpoint when this many minutes of wall-clock passed since the last (0: never)");
+    v("keep_last", s.keep_last,
+      "complete checkpoints kept in the run directory; older are removed");
+    v("on_signal", s.on_signal,
+      "on SIGTERM, SIGUSR1 or SIGINT save a checkpoint before stopping (then exit 0)");
+    v("at_end", s.at_end, "save a checkpoint after the last step");
+  }
+};
+
 struct Config {
   RunConfig run;
   TopologyConfig topology;
@@ -218,6 +238,7 @@ struct Config {
   OuterConfig outer;
   IntervalConfig interval;
   WanConfig wan;
+  CkptConfig ckpt;
 
   // Calls v.section(name, doc, section_struct) for each section, in file order.
   template <class Self, class V>
@@ -230,6 +251,7 @@ struct Config {
     v.section("outer", "the method and its outer optimizer across datacenters", s.outer);
     v.section("interval", "the number of inner steps per round", s.interval);
     v.section("wan", "the simulated inter-dc link", s.wan);
+    v.section("ckpt", "checkpoints (docs/checkpoints.md) and when they are written", s.ckpt);
   }
 };
 
@@ -270,6 +292,9 @@ std::string to_yaml(const Config& config);
 
 // Markdown reference of every key: section, key, type, default, doc (docs/config.md).
 std::string config_reference_markdown();
+
+// Every key with its value as it is printed in the effective config ("section.key" -> value).
+std::vector<std::pair<std::string, std::string>> config_values(const Config& config);
 
 // Every valid "section.key".
 std::vector<std::string> config_keys();

@@ -135,6 +135,12 @@ void validate_wan(const WanConfig& w) {
   require_one_of(w.mode, {"account", "sleep"}, "wan.mode");
 }
 
+void validate_ckpt(const CkptConfig& k) {
+  require_non_negative(k.every_steps, "ckpt.every_steps");
+  require_non_negative(k.every_minutes, "ckpt.every_minutes");
+  require_positive(k.keep_last, "ckpt.keep_last");
+}
+
 }  // namespace
 
 namespace {
@@ -201,6 +207,7 @@ void validate(const Config& c) {
   validate_outer(c.outer);
   validate_interval(c.interval);
   validate_wan(c.wan);
+  validate_ckpt(c.ckpt);
 }
 
 void validate_world(const Config& c, int world_size) {

@@ -16,12 +16,26 @@ class RunDirectory {
   // earlier run is never overwritten.
   static RunDirectory create(const std::string& out_dir, const std::string& name);
 
+  // Continues the run in `path` from a checkpoint: metrics.jsonl and syncs.jsonl are cut back to
+  // the sizes they had when it was written (the lines after it are written again by the resumed
+  // run). Throws CheckpointError when a file is shorter than that.
+  static RunDirectory reopen(const std::string& path, int64_t metrics_bytes, int64_t syncs_bytes);
+
+  // Moves the files of a run that never wrote a checkpoint into <path>/restarted-<time>/, so a
+  // new start in the same directory damages nothing. Returns the new folder, or "" if the
+  // directory holds no run.
+  static std::string set_aside_files(const std::string& path);
+
   const std::string& path() const { return path_; }
   void write_config(const std::string& yaml) const;
   void append_metrics(const JsonObject& line);
   void append_sync(const JsonObject& line);
   // Written to a temporary file and renamed, so a reader never sees half a summary.
   void write_summary(const JsonObject& summary) const;
+  // Bytes written so far to metrics.jsonl and syncs.jsonl (kept in checkpoints).
+  // (Every line is flushed when written, so the files' sizes are these counts.)
+  int64_t metrics_bytes() const;
+  int64_t syncs_bytes() const;
 
  private:
   explicit RunDirectory(std::string path);

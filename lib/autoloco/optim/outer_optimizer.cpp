@@ -41,7 +41,14 @@ void NesterovOuter::step(torch::Tensor& anchor, const torch::Tensor& mean_delta,
 }
 
 std::vector<std::pair<std::string, torch::Tensor>> NesterovOuter::state() {
-  return {{"outer_momentum", buffer_}};
+  return {{"momentum", buffer_}};
+}
+
+void NesterovOuter::load_state(const std::string& name, const torch::Tensor& value) {
+  if (name != "momentum") {
+    throw CheckpointError("the outer optimizer has no state '" + name + "'");
+  }
+  buffer_ = value.defined() ? value.clone() : torch::Tensor();
 }
 
 std::unique_ptr<OuterOptimizer> make_outer_optimizer(const OuterConfig& outer, int64_t H0) {

@@ -24,8 +24,11 @@ class OuterOptimizer {
   // The learning rate and momentum the last step used (for syncs.jsonl).
   virtual double last_lr() const = 0;
   virtual double last_momentum() const = 0;
-  // Tensors that a checkpoint must keep (name -> tensor, updated in place on load).
+  // Tensors that a checkpoint must keep (name -> tensor; undefined while not yet created).
   virtual std::vector<std::pair<std::string, torch::Tensor>> state() = 0;
+  // Takes back one of state()'s tensors (copied to the anchor's device); an undefined tensor
+  // resets it to "not yet created". Throws CheckpointError for an unknown name.
+  virtual void load_state(const std::string& name, const torch::Tensor& value) = 0;
 };
 
 // SGD with momentum in PyTorch's form, Nesterov by default (DiLoCo):
@@ -43,6 +46,7 @@ class NesterovOuter final : public OuterOptimizer {
   double last_lr() const override { return last_lr_; }
   double last_momentum() const override { return last_mu_; }
   std::vector<std::pair<std::string, torch::Tensor>> state() override;
+  void load_state(const std::string& name, const torch::Tensor& value) override;
 
   // The momentum in force for a round that ends after `step` inner steps.
   double momentum_at(int64_t step) const;

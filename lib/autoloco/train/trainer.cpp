@@ -92,12 +92,10 @@ Trainer::Trainer(const Config& config, MPI_Comm world, TrainerOptions options)
     H_ = controller_->first_interval();
   }
 
-  if (options_.write_run_directory && topo_.world_rank == 0) {
-    run_dir_.emplace(RunDirectory::create(config_.run.out_dir, config_.run.name));
-    run_dir_->write_config(to_yaml(config_));
-  }
-  install_stop_signal_handlers();
   log_start();
+  const std::optional<Resumed> resumed = resume(options_.resume);
+  open_run_directory(resumed);
+  install_stop_signal_handlers();
 }
 
 Trainer::~Trainer() {
@@ -155,7 +153,6 @@ void Trainer::log_start() const {
               format_si(static_cast<double>(shard_bytes * static_cast<size_t>(topo_.ranks_per_dc))),
               wan_->model().seconds(shard_bytes));
   }
-  if (run_dir_) log::info("run directory: {}", run_dir_->path());
 }
 
 torch::Tensor Trainer::anchor() const {
@@ -336,41 +333,67 @@ void Trainer::log_eval(double eval_loss) {
                                .add("elapsed_s", wall_.seconds()));
 }
 
+unsigned Trainer::checkpoint_flags() {
+  unsigned flags = stop_signal_received() != 0 ? StopAgreement::kStop : 0u;
+  // The agreement lands one step later: ask one step early to stop exactly at stop_at_step.
+  if (options_.stop_at_step >= 0 && step_ + 1 >= options_.stop_at_step) {
+    flags |= StopAgreement::kStop;
+  }
+  // Rank 0's clock decides when a timed checkpoint is due; asking once until it is written
+  // keeps the one-step-late agreement from saving twice.
+  const double minutes = config_.ckpt.every_minutes;
+  if (topo_.world_rank == 0 && minutes > 0 && !timed_checkpoint_asked_ &&
+      since_checkpoint_.seconds() >= 60.0 * minutes) {
+    flags |= StopAgreement::kCheckpoint;
+    timed_checkpoint_asked_ = true;
+  }
+  return flags;
+}
+
 TrainSummary Trainer::train() {
   TrainSummary s;
-  wall_.reset();
+  wall_.reset(resumed_wall_s_);
+  since_checkpoint_.reset();
   Timer interval;
-  double loss_sum = 0.0;
-  int64_t loss_count = 0;
-  bool eval_due = false;
   const auto& run = config_.run;
   while (step_ < run.steps) {
-    // Every rank learns of a signal at the same step, one step after the first rank saw it.
-    if (stop_.poll(stop_signal_received() != 0)) {
+    // Every rank learns of a signal or a due checkpoint at the same step, one step after the
+    // first rank raised it.
+    const unsigned agreed = stop_.poll(checkpoint_flags());
+    if (agreed & StopAgreement::kStop) {
       s.stopped_by_signal = true;
       log::info("stop requested (signal): ending cleanly at step {}", step_);
+      if (config_.ckpt.on_signal) save_checkpoint("signal");
       break;
     }
+    if (agreed & StopAgreement::kCheckpoint) save_checkpoint("every_minutes");
     const StepResult r = train_step();
-    loss_sum += r.loss;
-    ++loss_count;
+    loop_.loss_sum += r.loss;
+    ++loop_.loss_count;
     const bool last = step_ == run.steps;
     if (step_ % run.log_every == 0 || last) {
-      s.final_train_loss = world_mean(loss_sum / static_cast<double>(loss_count));
-      log_step(r, s.final_train_loss, interval.seconds());
+      loop_.final_train_loss = world_mean(loop_.loss_sum / static_cast<double>(loop_.loss_count));
+      log_step(r, loop_.final_train_loss, interval.seconds());
       interval.reset();
-      loss_sum = 0.0;
-      loss_count = 0;
+      loop_.loss_sum = 0.0;
+      loop_.loss_count = 0;
     }
-    eval_due = eval_due || (run.eval_every > 0 && step_ % run.eval_every == 0) || last;
+    loop_.eval_due = loop_.eval_due || (run.eval_every > 0 && step_ % run.eval_every == 0) || last;
     // The outer methods evaluate the anchor: at the first round end at or after the eval step.
-    if (eval_due && (!outer_method() || r.round)) {
-      s.final_eval_loss = evaluate();
-      log_eval(s.final_eval_loss);
-      eval_due = false;
+    if (loop_.eval_due && (!outer_method() || r.round)) {
+      loop_.final_eval_loss = evaluate();
+      log_eval(loop_.final_eval_loss);
+      loop_.eval_due = false;
     }
+    const int64_t every = config_.ckpt.every_steps;
+    if (every > 0 && step_ % every == 0 && !last) save_checkpoint("every_steps");
   }
   stop_.drain();
+  if (!s.stopped_by_signal && config_.ckpt.at_end && last_checkpoint_step_ != step_) {
+    save_checkpoint("end");
+  }
+  s.final_train_loss = loop_.final_train_loss;
+  s.final_eval_loss = loop_.final_eval_loss;
   s.steps = step_;
   s.tokens = step_ * tokens_per_step();
   s.rounds = rounds_;

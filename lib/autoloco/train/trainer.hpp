@@ -10,8 +10,10 @@
 
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
+#include "autoloco/ckpt/manifest.hpp"
 #include "autoloco/comm/communicator.hpp"
 #include "autoloco/comm/hierarchical_allreduce.hpp"
 #include "autoloco/comm/mpi_communicator.hpp"
@@ -35,6 +37,11 @@ namespace autoloco {
 struct TrainerOptions {
   bool write_run_directory = true;  // tests and benchmarks may run without one
   bool print_progress = true;
+  // "" starts a new run; "auto" continues from the newest valid checkpoint of the run directory
+  // (or starts a new run when there is none); anything else is a checkpoint directory.
+  std::string resume;
+  // For tests: behave as if a stop signal had been agreed on when step() reaches this (-1: no).
+  int64_t stop_at_step = -1;
 };
 
 struct StepResult {
@@ -68,6 +75,14 @@ class Trainer {
   // every rank at the same step) when a stop signal arrives.
   TrainSummary train();
 
+  // Writes a checkpoint of the state between two steps (every rank of the world calls it
+  // together) into checkpoints/step_<N>, and prunes old ones. Returns its path.
+  std::string save_checkpoint(const std::string& reason);
+  // <out_dir>/<name>/checkpoints
+  std::string checkpoint_dir() const;
+  // The checkpoint this run resumed from ("" for a new run).
+  const std::string& resumed_from() const { return resumed_from_; }
+
   // One inner step, and the outer sync when it ends a round (every rank of the world calls it
   // together). The last step of the run always ends a round.
   StepResult train_step();
@@ -92,7 +107,34 @@ class Trainer {
   bool outer_method() const { return config_.outer.method != "ddp"; }
 
  private:
+  // Counters of train() that a checkpoint keeps, so a resumed run logs and evaluates exactly as
+  // the uninterrupted one.
+  struct LoopState {
+    double loss_sum = 0.0;  // this rank's losses since the last metrics line
+    int64_t loss_count = 0;
+    bool eval_due = false;
+    double final_train_loss = NAN;
+    double final_eval_loss = NAN;
+  };
+  // Where a resumed run's files stood when the checkpoint was written.
+  struct Resumed {
+    std::string path;
+    int64_t metrics_bytes = 0;
+    int64_t syncs_bytes = 0;
+  };
+
   void set_threads();
+  // trainer_checkpoint.cpp
+  void open_run_directory(const std::optional<Resumed>& resumed);
+  std::optional<Resumed> resume(const std::string& request);
+  std::vector<std::string> resume_candidates(const std::string& request);
+  Resumed load_checkpoint(const std::string& path);
+  void check_resumable(const std::string& path);
+  ManifestFile write_global_file(const std::string& dir, const std::string& reason);
+  ManifestFile write_dc_file(const std::string& dir);
+  ManifestFile write_rank_file(const std::string& dir);
+  unsigned checkpoint_flags();
+
   void log_start() const;
   RoundStats end_round();
   // interval.check_consistency: one all-gather; throws CommError naming two ranks that differ.
@@ -136,7 +178,13 @@ class Trainer {
   double round_lr_sum_ = 0.0;
   double round_start_compute_s_ = 0.0;
   std::vector<int64_t> h_per_round_;
+  LoopState loop_;
   Timer wall_;
+  double resumed_wall_s_ = 0.0;  // this rank's wall-clock seconds before the resume
+  Timer since_checkpoint_;
+  bool timed_checkpoint_asked_ = false;
+  int64_t last_checkpoint_step_ = -1;
+  std::string resumed_from_;
 };
 
 }  // namespace autoloco

@@ -27,6 +27,13 @@ class CheckpointError : public Error {
   using Error::Error;
 };
 
+// A checkpoint that is intact but cannot continue this run (other model, topology, format or
+// config): resuming stops instead of falling back to an older checkpoint.
+class ResumeMismatch : public CheckpointError {
+ public:
+  using CheckpointError::CheckpointError;
+};
+
 class CommError : public Error {
  public:
   using Error::Error;

@@ -1,0 +1,329 @@
+#include "autoloco/ckpt/h5_file.hpp"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <hdf5.h>
+#include <unistd.h>
+
+#include <numeric>
+#include <type_traits>
+
+#include "autoloco/ckpt/crc32.hpp"
+#include "autoloco/util/error.hpp"
+
+namespace autoloco {
+namespace {
+
+static_assert(std::is_same_v<hid_t, int64_t>, "HDF5 >= 1.10 has 64-bit hid_t");
+
+// HDF5 prints its error stack to stderr by default; our messages say what went wrong instead.
+void silence_hdf5() {
+  static const bool done = [] {
+    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+    return true;
+  }();
+  (void)done;
+}
+
+// Pinned to the 1.10 file format: readable by h5py and by every HDF5 since 1.10, and its object
+// headers carry checksums, so a damaged header fails to open instead of reading garbage.
+hid_t file_access() {
+  hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+  H5Pset_libver_bounds(fapl, H5F_LIBVER_V110, H5F_LIBVER_V110);
+  return fapl;
+}
+
+int64_t product(const std::vector<int64_t>& shape) {
+  return std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<>());
+}
+
+void fsync_path(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0 || ::fsync(fd) != 0) {
+    if (fd >= 0) ::close(fd);
+    throw CheckpointError(fmt::format("cannot flush '{}' to the disk: check space", path));
+  }
+  ::close(fd);
+}
+
+// Closes an HDF5 handle when it goes out of scope.
+struct Handle {
+  hid_t id;
+  herr_t (*closer)(hid_t);
+  ~Handle() {
+    if (id >= 0) closer(id);
+  }
+};
+
+}  // namespace
+
+std::string hdf5_version() {
+  unsigned major = 0, minor = 0, release = 0;
+  H5get_libversion(&major, &minor, &release);
+  return fmt::format("{}.{}.{}", major, minor, release);
+}
+
+H5Writer::H5Writer(const std::string& path) : path_(path) {
+  silence_hdf5();
+  const Handle fapl{file_access(), H5Pclose};
+  file_ = H5Fcreate(path.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, fapl.id);
+  if (file_ < 0) {
+    throw CheckpointError(fmt::format(
+        "cannot create checkpoint file '{}' (it exists, or the directory is not writable)", path));
+  }
+  lcpl_ = H5Pcreate(H5P_LINK_CREATE);
+  H5Pset_create_intermediate_group(lcpl_, 1);
+}
+
+H5Writer::~H5Writer() {
+  if (lcpl_ >= 0) H5Pclose(lcpl_);
+  if (file_ >= 0) H5Fclose(file_);
+}
+
+void H5Writer::write_raw(const std::string& name, int64_t type, const void* data, size_t elem_size,
+                         const std::vector<int64_t>& shape) {
+  std::vector<hsize_t> dims(shape.begin(), shape.end());
+  const Handle space{shape.empty()
+                         ? H5Screate(H5S_SCALAR)
+                         : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr),
+                     H5Sclose};
+  const Handle set{H5Dcreate2(file_, name.c_str(), type, space.id, lcpl_, H5P_DEFAULT, H5P_DEFAULT),
+                   H5Dclose};
+  const size_t bytes = static_cast<size_t>(product(shape)) * elem_size;
+  if (space.id < 0 || set.id < 0 ||
+      (bytes > 0 && H5Dwrite(set.id, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0)) {
+    throw CheckpointError(
+        fmt::format("cannot write dataset '{}' of '{}': check disk space", name, path_));
+  }
+  sums_[name] = DatasetSum{static_cast<int64_t>(bytes), crc32(data, bytes)};
+}
+
+void H5Writer::write(const std::string& name, const float* data,
+                     const std::vector<int64_t>& shape) {
+  write_raw(name, H5T_NATIVE_FLOAT, data, sizeof(float), shape);
+}
+void H5Writer::write(const std::string& name, const double* data,
+                     const std::vector<int64_t>& shape) {
+  write_raw(name, H5T_NATIVE_DOUBLE, data, sizeof(double), shape);
+}
+void H5Writer::write(const std::string& name, const int64_t* data,
+                     const std::vector<int64_t>& shape) {
+  write_raw(name, H5T_NATIVE_INT64, data, sizeof(int64_t), shape);
+}
+void H5Writer::write(const std::string& name, const uint8_t* data,
+                     const std::vector<int64_t>& shape) {
+  write_raw(name, H5T_NATIVE_UINT8, data, sizeof(uint8_t), shape);
+}
+void H5Writer::write(const std::string& name, const std::vector<int64_t>& values) {
+  write(name, values.data(), {static_cast<int64_t>(values.size())});
+}
+void H5Writer::write(const std::string& name, const std::vector<double>& values) {
+  write(name, values.data(), {static_cast<int64_t>(values.size())});
+}
+
+void H5Writer::write(const std::string& name, const std::string& text) {
+  // A zero-sized string type is not allowed: an empty string is stored as one NUL.
+  const std::string stored = text.empty() ? std::string(1, '\0') : text;
+  const Handle type{H5Tcopy(H5T_C_S1), H5Tclose};
+  H5Tset_size(type.id, stored.size());
+  H5Tset_strpad(type.id, H5T_STR_NULLPAD);
+  write_raw(name, type.id, stored.data(), stored.size(), {});
+}
+
+DatasetSums H5Writer::close() {
+  H5Pclose(lcpl_);
+  lcpl_ = -1;
+  const herr_t flushed = H5Fflush(file_, H5F_SCOPE_GLOBAL);
+  const herr_t closed = H5Fclose(file_);
+  file_ = -1;
+  if (flushed < 0 || closed < 0) {
+    throw CheckpointError(
+        fmt::format("cannot close checkpoint file '{}': check disk space", path_));
+  }
+  fsync_path(path_);
+  return sums_;
+}
+
+H5Reader::H5Reader(const std::string& path, const DatasetSums* expected)
+    : path_(path), expected_(expected) {
+  silence_hdf5();
+  const Handle fapl{file_access(), H5Pclose};
+  // Reading accepts any format a newer HDF5 may write; only writing is pinned.
+  H5Pset_libver_bounds(fapl.id, H5F_LIBVER_EARLIEST, H5F_LIBVER_LATEST);
+  file_ = H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.id);
+  if (file_ < 0) {
+    throw CheckpointError(fmt::format(
+        "cannot open checkpoint file '{}': missing, truncated or not an HDF5 file", path));
+  }
+}
+
+H5Reader::~H5Reader() {
+  if (file_ >= 0) H5Fclose(file_);
+}
+
+bool H5Reader::has(const std::string& name) const {
+  // H5Lexists on "a/b" fails (not false) when "a" is missing: test each level.
+  size_t pos = 0;
+  while (true) {
+    pos = name.find('/', pos + 1);
+    const std::string prefix = name.substr(0, pos);
+    if (H5Lexists(file_, prefix.c_str(), H5P_DEFAULT) <= 0) return false;
+    if (pos == std::string::npos) return true;
+  }
+}
+
+std::vector<int64_t> H5Reader::shape(const std::string& name) const {
+  if (!has(name)) {
+    throw CheckpointError(fmt::format("checkpoint file '{}' has no dataset '{}'", path_, name));
+  }
+  const Handle set{H5Dopen2(file_, name.c_str(), H5P_DEFAULT), H5Dclose};
+  const Handle space{H5Dget_space(set.id), H5Sclose};
+  const int rank = H5Sget_simple_extent_ndims(space.id);
+  if (set.id < 0 || space.id < 0 || rank < 0) {
+    throw CheckpointError(fmt::format("cannot read dataset '{}' of '{}'", name, path_));
+  }
+  std::vector<hsize_t> dims(static_cast<size_t>(rank));
+  H5Sget_simple_extent_dims(space.id, dims.data(), nullptr);
+  return {dims.begin(), dims.end()};
+}
+
+int64_t H5Reader::numel(const std::string& name) const {
+  return product(shape(name));
+}
+
+std::vector<std::string> H5Reader::datasets() const {
+  std::vector<std::string> names;
+#if H5_VERSION_GE(1, 12, 0)
+  auto visit = [](hid_t, const char* name, const H5O_info2_t* info, void* out) -> herr_t {
+#else
+  auto visit = [](hid_t, const char* name, const H5O_info_t* info, void* out) -> herr_t {
+#endif
+    if (info->type == H5O_TYPE_DATASET) {
+      static_cast<std::vector<std::string>*>(out)->emplace_back(name);
+    }
+    return 0;
+  };
+#if H5_VERSION_GE(1, 12, 0)
+  const herr_t status =
+      H5Ovisit3(file_, H5_INDEX_NAME, H5_ITER_NATIVE, visit, &names, H5O_INFO_BASIC);
+#else
+  const herr_t status = H5Ovisit(file_, H5_INDEX_NAME, H5_ITER_NATIVE, visit, &names);
+#endif
+  if (status < 0) throw CheckpointError(fmt::format("cannot list the datasets of '{}'", path_));
+  return names;
+}
+
+void H5Reader::check_sum(const std::string& name, const void* data, size_t bytes) const {
+  if (!expected_) return;
+  const auto it = expected_->find(name);
+  if (it == expected_->end()) {
+    throw CheckpointError(
+        fmt::format("checkpoint file '{}': dataset '{}' is not in the manifest", path_, name));
+  }
+  const uint32_t crc = crc32(data, bytes);
+  if (it->second.bytes != static_cast<int64_t>(bytes) || it->second.crc != crc) {
+    throw CheckpointError(fmt::format(
+        "checkpoint file '{}': dataset '{}' does not match the manifest ({} bytes, crc32 {:08x}; "
+        "the manifest says {} bytes, crc32 {:08x}): the file is corrupted",
+        path_, name, bytes, crc, it->second.bytes, it->second.crc));
+  }
+}
+
+void H5Reader::read_raw(const std::string& name, int64_t type, void* out, size_t elem_size,
+                        int64_t count) const {
+  const int64_t have = numel(name);
+  if (have != count) {
+    throw CheckpointError(
+        fmt::format("checkpoint file '{}': dataset '{}' holds {} values where {} are expected",
+                    path_, name, have, count));
+  }
+  const Handle set{H5Dopen2(file_, name.c_str(), H5P_DEFAULT), H5Dclose};
+  if (count > 0 && H5Dread(set.id, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out) < 0) {
+    throw CheckpointError(
+        fmt::format("cannot read dataset '{}' of '{}': the file is damaged", name, path_));
+  }
+  check_sum(name, out, static_cast<size_t>(count) * elem_size);
+}
+
+void H5Reader::read(const std::string& name, float* out, int64_t count) const {
+  read_raw(name, H5T_NATIVE_FLOAT, out, sizeof(float), count);
+}
+void H5Reader::read(const std::string& name, double* out, int64_t count) const {
+  read_raw(name, H5T_NATIVE_DOUBLE, out, sizeof(double), count);
+}
+void H5Reader::read(const std::string& name, int64_t* out, int64_t count) const {
+  read_raw(name, H5T_NATIVE_INT64, out, sizeof(int64_t), count);
+}
+void H5Reader::read(const std::string& name, uint8_t* out, int64_t count) const {
+  read_raw(name, H5T_NATIVE_UINT8, out, sizeof(uint8_t), count);
+}
+
+template <class T>
+static std::vector<T> read_all(const H5Reader& r, const std::string& name) {
+  std::vector<T> out(static_cast<size_t>(r.numel(name)));
+  r.read(name, out.data(), static_cast<int64_t>(out.size()));
+  return out;
+}
+
+std::vector<float> H5Reader::read_f32(const std::string& name) const {
+  return read_all<float>(*this, name);
+}
+std::vector<double> H5Reader::read_f64(const std::string& name) const {
+  return read_all<double>(*this, name);
+}
+std::vector<int64_t> H5Reader::read_i64(const std::string& name) const {
+  return read_all<int64_t>(*this, name);
+}
+std::vector<uint8_t> H5Reader::read_u8(const std::string& name) const {
+  return read_all<uint8_t>(*this, name);
+}
+int64_t H5Reader::read_int(const std::string& name) const {
+  int64_t v = 0;
+  read(name, &v, 1);
+  return v;
+}
+double H5Reader::read_double(const std::string& name) const {
+  double v = 0;
+  read(name, &v, 1);
+  return v;
+}
+
+std::string H5Reader::read_string(const std::string& name) const {
+  if (!has(name)) {
+    throw CheckpointError(fmt::format("checkpoint file '{}' has no dataset '{}'", path_, name));
+  }
+  const Handle set{H5Dopen2(file_, name.c_str(), H5P_DEFAULT), H5Dclose};
+  const Handle type{H5Dget_type(set.id), H5Tclose};
+  if (set.id < 0 || type.id < 0 || H5Tget_class(type.id) != H5T_STRING ||
+      H5Tis_variable_str(type.id) > 0) {
+    throw CheckpointError(fmt::format(
+        "checkpoint file '{}': dataset '{}' is not a fixed-length string", path_, name));
+  }
+  std::string text(H5Tget_size(type.id), '\0');
+  if (H5Dread(set.id, type.id, H5S_ALL, H5S_ALL, H5P_DEFAULT, text.data()) < 0) {
+    throw CheckpointError(
+        fmt::format("cannot read dataset '{}' of '{}': the file is damaged", name, path_));
+  }
+  check_sum(name, text.data(), text.size());
+  text.erase(text.find_last_not_of('\0') + 1);
+  return text;
+}
+
+DatasetSums H5Reader::sums() const {
+  DatasetSums out;
+  for (const std::string& name : datasets()) {
+    const Handle set{H5Dopen2(file_, name.c_str(), H5P_DEFAULT), H5Dclose};
+    const Handle type{H5Dget_type(set.id), H5Tclose};
+    const size_t bytes = static_cast<size_t>(numel(name)) * H5Tget_size(type.id);
+    std::vector<uint8_t> raw(bytes);
+    // The file's own type as memory type: the bytes as they were written (same machine order).
+    if (bytes > 0 && H5Dread(set.id, type.id, H5S_ALL, H5S_ALL, H5P_DEFAULT, raw.data()) < 0) {
+      throw CheckpointError(
+          fmt::format("cannot read dataset '{}' of '{}': the file is damaged", name, path_));
+    }
+    out[name] = DatasetSum{static_cast<int64_t>(bytes), crc32(raw.data(), bytes)};
+  }
+  return out;
+}
+
+}  // namespace autoloco

@@ -1,0 +1,29 @@
+// The names of a checkpoint's files (docs/checkpoints.md): one directory checkpoints/step_<N>/
+// with global.h5 (world rank 0: anchor, outer state, controller, counters, config), dc_<d>.h5
+// (member 0 of dc d: the replica and its AdamW state), rank_<r>.h5 (every rank: data cursor,
+// RNG and its own accumulators) and manifest.json, written last.
+#pragma once
+
+#include <fmt/format.h>
+
+#include <cstdint>
+#include <string>
+
+namespace autoloco {
+
+// Bumped when the layout changes in a way an older reader cannot follow.
+constexpr int64_t kCheckpointFormat = 1;
+
+inline const char* const kManifestFile = "manifest.json";
+inline const char* const kGlobalFile = "global.h5";
+inline std::string dc_file(int dc) {
+  return fmt::format("dc_{}.h5", dc);
+}
+inline std::string rank_file(int rank) {
+  return fmt::format("rank_{}.h5", rank);
+}
+inline std::string checkpoint_name(int64_t step) {
+  return fmt::format("step_{}", step);
+}
+
+}  // namespace autoloco

@@ -1,0 +1,463 @@
+// The Trainer's checkpoints (docs/checkpoints.md): what each rank writes, how the ranks agree
+// that a checkpoint is complete before it is committed, and how a resume picks, checks and
+// loads one. Everything here is collective over the world.
+#include <ATen/CPUGeneratorImpl.h>
+#include <fmt/format.h>
+
+#include <csignal>
+#include <cstdlib>
+#include <filesystem>
+#include <mutex>
+#include <sstream>
+
+#include "autoloco/ckpt/checkpoint_dir.hpp"
+#include "autoloco/ckpt/compatibility.hpp"
+#include "autoloco/ckpt/h5_file.hpp"
+#include "autoloco/ckpt/layout.hpp"
+#include "autoloco/comm/text_collectives.hpp"
+#include "autoloco/metrics/progress.hpp"
+#include "autoloco/optim/adamw.hpp"
+#include "autoloco/train/trainer.hpp"
+#include "autoloco/util/error.hpp"
+#include "autoloco/util/log.hpp"
+
+namespace autoloco {
+namespace fs = std::filesystem;
+namespace {
+
+torch::Tensor host_copy(const torch::Tensor& t) {
+  return t.detach().to(torch::kCPU).contiguous().reshape({-1});
+}
+
+void write_tensor(H5Writer& w, const std::string& name, const torch::Tensor& t) {
+  const torch::Tensor host = host_copy(t);
+  w.write(name, host.data_ptr<float>(), {host.numel()});
+}
+
+// Reads a flat fp32 dataset into `into` (any device, same number of elements).
+void read_tensor(const H5Reader& r, const std::string& name, torch::Tensor& into) {
+  torch::Tensor host = torch::empty({into.numel()}, torch::kFloat32);
+  r.read(name, host.data_ptr<float>(), host.numel());
+  torch::NoGradGuard no_grad;
+  into.copy_(host.view_as(into));
+}
+
+ManifestFile finish(H5Writer& w, const std::string& name) {
+  ManifestFile f;
+  f.name = name;
+  f.datasets = w.close();
+  f.size = static_cast<int64_t>(fs::file_size(w.path()));
+  return f;
+}
+
+// One line per parameter: "name shape offset", the model's identity in a checkpoint.
+std::string param_table(const FlatParams& params) {
+  std::string out;
+  for (const ParamSlice& s : params.slices()) {
+    out += fmt::format("{} [{}] {}\n", s.name, fmt::join(s.shape, ","), s.offset);
+  }
+  return out;
+}
+
+std::string first_difference(const std::string& saved, const std::string& now) {
+  std::istringstream a(saved), b(now);
+  std::string la, lb;
+  while (true) {
+    const bool more_a = static_cast<bool>(std::getline(a, la));
+    const bool more_b = static_cast<bool>(std::getline(b, lb));
+    if (!more_a && !more_b) return "";
+    if (!more_a) return fmt::format("this model has '{}' which the checkpoint lacks", lb);
+    if (!more_b) return fmt::format("the checkpoint has '{}' which this model lacks", la);
+    if (la != lb) return fmt::format("the checkpoint has '{}' where this model has '{}'", la, lb);
+  }
+}
+
+const ManifestFile& manifest_entry(const Manifest& m, const std::string& path,
+                                   const std::string& name) {
+  const ManifestFile* f = m.find(name);
+  if (!f) {
+    throw CheckpointError(fmt::format("'{}': the manifest lists no file {}", path, name));
+  }
+  return *f;
+}
+
+// For the test of a job killed while writing: AUTOLOCO_TEST_KILL_IN_CHECKPOINT=STEP makes world
+// rank 0 kill itself after the data files of that step's checkpoint, before its manifest.
+void maybe_die_for_test(int64_t step, int rank) {
+  const char* at = std::getenv("AUTOLOCO_TEST_KILL_IN_CHECKPOINT");
+  if (rank == 0 && at && std::atoll(at) == step) std::raise(SIGKILL);
+}
+
+}  // namespace
+
+std::string Trainer::checkpoint_dir() const {
+  return (fs::path(config_.run.out_dir) / config_.run.name / "checkpoints").string();
+}
+
+ManifestFile Trainer::write_global_file(const std::string& dir, const std::string& reason) {
+  H5Writer w(dir + "/" + kGlobalFile);
+  w.write("format_version", kCheckpointFormat);
+  w.write("autoloco_version", std::string(AUTOLOCO_VERSION));
+  w.write("libtorch_version", std::string(TORCH_VERSION));
+  w.write("hdf5_version", hdf5_version());
+  w.write("reason", reason);
+  w.write("config", to_yaml(config_));
+  w.write("topology/world_size", int64_t{topo_.world_size});
+  w.write("topology/num_dcs", int64_t{topo_.num_dcs});
+  w.write("topology/ranks_per_dc", int64_t{topo_.ranks_per_dc});
+  w.write("model/parameters", param_table(*params_));
+  w.write("model/numel", params_->numel());
+  w.write("counters/step", step_);
+  w.write("counters/rounds", rounds_);
+  w.write("counters/round_steps", round_steps_);
+  w.write("counters/H", H_);
+  w.write("counters/h_per_round", h_per_round_);
+  w.write("counters/round_lr_sum", round_lr_sum_);
+  w.write("loop/eval_due", int64_t{loop_.eval_due});
+  w.write("loop/final_train_loss", loop_.final_train_loss);
+  w.write("loop/final_eval_loss", loop_.final_eval_loss);
+  w.write("run/metrics_bytes", run_dir_ ? run_dir_->metrics_bytes() : int64_t{0});
+  w.write("run/syncs_bytes", run_dir_ ? run_dir_->syncs_bytes() : int64_t{0});
+  if (outer_) {
+    write_tensor(w, "outer/anchor", outer_->anchor());
+    for (const auto& [name, tensor] : outer_->optimizer().state()) {
+      if (tensor.defined()) write_tensor(w, "outer/" + name, tensor);
+    }
+    w.write("controller/name", controller_->name());
+    w.write("controller/state", controller_->state());
+  }
+  return finish(w, kGlobalFile);
+}
+
+ManifestFile Trainer::write_dc_file(const std::string& dir) {
+  const std::string name = dc_file(topo_.dc);
+  H5Writer w(dir + "/" + name);
+  write_tensor(w, "replica/values", params_->values());
+  if (auto* adamw = dynamic_cast<FlatAdamW*>(optimizer_.get())) {
+    w.write("adamw/step", adamw->step_count());
+    write_tensor(w, "adamw/exp_avg", adamw->exp_avg());
+    write_tensor(w, "adamw/exp_avg_sq", adamw->exp_avg_sq());
+  }
+  return finish(w, name);
+}
+
+ManifestFile Trainer::write_rank_file(const std::string& dir) {
+  const std::string name = rank_file(topo_.world_rank);
+  H5Writer w(dir + "/" + name);
+  w.write("rank/dc", int64_t{topo_.dc});
+  w.write("rank/member", int64_t{topo_.member});
+  w.write("data/cursor", static_cast<int64_t>(stream_->cursor().samples));
+  {
+    at::Generator gen = at::detail::getDefaultCPUGenerator();
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    const torch::Tensor rng = gen.get_state().contiguous();
+    w.write("rng/cpu", rng.data_ptr<uint8_t>(), {rng.numel()});
+  }
+  w.write("loop/loss_sum", loop_.loss_sum);
+  w.write("loop/loss_count", loop_.loss_count);
+  w.write("round/loss_sum", round_loss_sum_);
+  w.write("round/start_compute_s", round_start_compute_s_);
+  w.write("clock/wall_s", wall_.seconds());
+  const WanCounters c = wan_->counters();
+  w.write("wan/dc_bytes", c.dc_bytes);
+  w.write("wan/messages", c.messages);
+  w.write("wan/link_s", c.link_s);
+  w.write("wan/wall_s", c.wall_s);
+  return finish(w, name);
+}
+
+std::string Trainer::save_checkpoint(const std::string& reason) {
+  const std::string dir = checkpoint_dir();
+  if (last_checkpoint_step_ == step_) return (fs::path(dir) / checkpoint_name(step_)).string();
+  Timer timer;
+  const MPI_Comm world = world_comm_->handle();
+  std::string message;
+  std::string tmp;
+  if (topo_.world_rank == 0) {
+    try {
+      tmp = begin_checkpoint(dir, step_);
+    } catch (const CheckpointError& e) {
+      message = e.what();
+    }
+  }
+  if (!all_succeeded(world, message.empty(), message)) throw CheckpointError(message);
+  broadcast_text(world, tmp, 0);
+
+  // Each rank writes its own files; rank 0 learns their sums, or the first rank that failed.
+  std::string mine;
+  try {
+    std::vector<ManifestFile> files;
+    if (topo_.world_rank == 0) files.push_back(write_global_file(tmp, reason));
+    if (topo_.member == 0) files.push_back(write_dc_file(tmp));
+    files.push_back(write_rank_file(tmp));
+    for (const ManifestFile& f : files)
+      mine += f.to_json() + "\n";
+  } catch (const CheckpointError& e) {
+    message = e.what();
+  }
+  if (!all_succeeded(world, message.empty(), message)) {
+    throw CheckpointError(
+        fmt::format("checkpoint at step {} failed ({}); the previous checkpoints "
+                    "in '{}' are untouched",
+                    step_, message, dir));
+  }
+  const std::vector<std::string> parts = gather_text(world, mine, 0);
+  maybe_die_for_test(step_, topo_.world_rank);
+
+  std::string committed;
+  if (topo_.world_rank == 0) {
+    try {
+      Manifest m;
+      m.format_version = kCheckpointFormat;
+      m.step = step_;
+      m.round = rounds_;
+      m.reason = reason;
+      m.created = utc_now();
+      for (const std::string& part : parts) {
+        std::istringstream lines(part);
+        for (std::string line; std::getline(lines, line);) {
+          if (!line.empty()) m.files.push_back(parse_manifest_file(line, tmp));
+        }
+      }
+      write_manifest(tmp, m);
+      committed = commit_checkpoint(dir, tmp, step_);
+      prune_checkpoints(dir, config_.ckpt.keep_last, committed);
+      log::info("checkpoint ({}) at step {}, round {}: {} ({}B in {:.2f} s)", reason, step_,
+                rounds_, committed, format_si(static_cast<double>(m.total_bytes())),
+                timer.seconds());
+    } catch (const CheckpointError& e) {
+      message = e.what();
+    }
+  }
+  if (!all_succeeded(world, message.empty(), message)) throw CheckpointError(message);
+  broadcast_text(world, committed, 0);
+  last_checkpoint_step_ = step_;
+  since_checkpoint_.reset();
+  timed_checkpoint_asked_ = false;
+  return committed;
+}
+
+// ---- resume ----
+
+std::vector<std::string> Trainer::resume_candidates(const std::string& request) {
+  std::string message;
+  std::string joined;
+  if (topo_.world_rank == 0) {
+    if (request == "auto") {
+      for (const CheckpointInfo& c : list_checkpoints(checkpoint_dir())) {
+        if (c.ok()) {
+          joined += c.path + "\n";
+        } else {
+          log::warn("skipping checkpoint {}: {}", c.path, c.problem);
+        }
+      }
+    } else {
+      const CheckpointInfo c = inspect_checkpoint(request);
+      if (!fs::is_directory(request)) {
+        message = fmt::format(
+            "--resume {}: no such checkpoint directory (give checkpoints/step_<N> of a run, or "
+            "--resume auto)",
+            request);
+      } else if (!c.ok()) {
+        message = fmt::format("--resume {}: {}", request, c.problem);
+      } else {
+        joined = request + "\n";
+      }
+    }
+  }
+  if (!all_succeeded(world_comm_->handle(), message.empty(), message)) {
+    throw CheckpointError(message);
+  }
+  broadcast_text(world_comm_->handle(), joined, 0);
+  std::vector<std::string> out;
+  std::istringstream lines(joined);
+  for (std::string line; std::getline(lines, line);) {
+    if (!line.empty()) out.push_back(line);
+  }
+  return out;
+}
+
+void Trainer::check_resumable(const std::string& path) {
+  const Manifest m = read_manifest(path);
+  const H5Reader g(path + "/" + kGlobalFile, &manifest_entry(m, path, kGlobalFile).datasets);
+  const int64_t format = g.read_int("format_version");
+  if (format != kCheckpointFormat) {
+    throw ResumeMismatch(fmt::format("'{}' has checkpoint format {}; this autoloco reads format {}",
+                                     path, format, kCheckpointFormat));
+  }
+  const int64_t world = g.read_int("topology/world_size");
+  const int64_t per_dc = g.read_int("topology/ranks_per_dc");
+  if (world != topo_.world_size || per_dc != topo_.ranks_per_dc) {
+    throw ResumeMismatch(fmt::format(
+        "cannot resume from '{}': it was written by {} ranks = {} dc x {} members, this job has "
+        "{} ranks = {} dc x {} members. Launch the same number of ranks with the same "
+        "topology.ranks_per_dc",
+        path, world, world / std::max<int64_t>(per_dc, 1), per_dc, topo_.world_size, topo_.num_dcs,
+        topo_.ranks_per_dc));
+  }
+  const std::string diff =
+      first_difference(g.read_string("model/parameters"), param_table(*params_));
+  if (!diff.empty()) {
+    throw ResumeMismatch(fmt::format(
+        "cannot resume from '{}': the model differs: {}. Use the model.* keys the checkpoint was "
+        "written with",
+        path, diff));
+  }
+  const Config saved = parse_config(g.read_string("config"), {}, path + "/" + kGlobalFile);
+  const std::vector<ConfigChange> changes = check_config_resumable(saved, config_, path);
+  if (topo_.world_rank == 0) {
+    for (const ConfigChange& c : changes) {
+      log::info("resume: {} is {} (was {} in the checkpoint)", c.key, c.now, c.saved);
+    }
+  }
+}
+
+Trainer::Resumed Trainer::load_checkpoint(const std::string& path) {
+  const Manifest m = read_manifest(path);
+  Resumed r;
+  r.path = path;
+  {
+    const H5Reader g(path + "/" + kGlobalFile, &manifest_entry(m, path, kGlobalFile).datasets);
+    step_ = g.read_int("counters/step");
+    rounds_ = g.read_int("counters/rounds");
+    round_steps_ = g.read_int("counters/round_steps");
+    H_ = g.read_int("counters/H");
+    h_per_round_ = g.read_i64("counters/h_per_round");
+    round_lr_sum_ = g.read_double("counters/round_lr_sum");
+    loop_.eval_due = g.read_int("loop/eval_due") != 0;
+    loop_.final_train_loss = g.read_double("loop/final_train_loss");
+    loop_.final_eval_loss = g.read_double("loop/final_eval_loss");
+    r.metrics_bytes = g.read_int("run/metrics_bytes");
+    r.syncs_bytes = g.read_int("run/syncs_bytes");
+    if (outer_) {
+      read_tensor(g, "outer/anchor", outer_->anchor());
+      for (const auto& [name, tensor] : outer_->optimizer().state()) {
+        const std::string key = "outer/" + name;
+        torch::Tensor value;
+        if (g.has(key)) {
+          value = torch::empty_like(outer_->anchor());
+          read_tensor(g, key, value);
+        }
+        outer_->optimizer().load_state(name, value);
+      }
+      controller_->load_state(g.read_f64("controller/state"));
+    }
+  }
+  {
+    const std::string name = dc_file(topo_.dc);
+    const H5Reader d(path + "/" + name, &manifest_entry(m, path, name).datasets);
+    read_tensor(d, "replica/values", params_->values());
+    if (auto* adamw = dynamic_cast<FlatAdamW*>(optimizer_.get())) {
+      torch::Tensor m1 = torch::empty_like(adamw->exp_avg());
+      torch::Tensor m2 = torch::empty_like(adamw->exp_avg_sq());
+      read_tensor(d, "adamw/exp_avg", m1);
+      read_tensor(d, "adamw/exp_avg_sq", m2);
+      adamw->set_state(d.read_int("adamw/step"), m1, m2);
+    }
+  }
+  {
+    const std::string name = rank_file(topo_.world_rank);
+    const H5Reader k(path + "/" + name, &manifest_entry(m, path, name).datasets);
+    stream_->set_cursor(StreamCursor{static_cast<uint64_t>(k.read_int("data/cursor"))});
+    {
+      const std::vector<uint8_t> bytes = k.read_u8("rng/cpu");
+      torch::Tensor state = torch::empty({static_cast<int64_t>(bytes.size())}, torch::kUInt8);
+      std::copy(bytes.begin(), bytes.end(), state.data_ptr<uint8_t>());
+      at::Generator gen = at::detail::getDefaultCPUGenerator();
+      std::lock_guard<std::mutex> lock(gen.mutex());
+      gen.set_state(state);
+    }
+    loop_.loss_sum = k.read_double("loop/loss_sum");
+    loop_.loss_count = k.read_int("loop/loss_count");
+    round_loss_sum_ = k.read_double("round/loss_sum");
+    round_start_compute_s_ = k.read_double("round/start_compute_s");
+    resumed_wall_s_ = k.read_double("clock/wall_s");
+    wan_->restore(WanCounters{k.read_int("wan/dc_bytes"), k.read_int("wan/messages"),
+                              k.read_double("wan/link_s"), k.read_double("wan/wall_s")});
+  }
+  return r;
+}
+
+std::optional<Trainer::Resumed> Trainer::resume(const std::string& request) {
+  if (request.empty()) return std::nullopt;
+  const MPI_Comm world = world_comm_->handle();
+  const std::vector<std::string> candidates = resume_candidates(request);
+  if (candidates.empty()) {
+    if (topo_.world_rank == 0) {
+      log::info("--resume auto: no checkpoint in {}: starting a new run", checkpoint_dir());
+    }
+    return std::nullopt;
+  }
+  std::vector<std::string> rejected;
+  for (const std::string& path : candidates) {
+    std::string message;
+    bool mismatch = false;
+    try {
+      check_resumable(path);
+    } catch (const ResumeMismatch& e) {
+      message = e.what();
+      mismatch = true;
+    } catch (const CheckpointError&) {
+      // Damaged: found again, with the rank's own files, by the load below.
+    }
+    if (!all_succeeded(world, !mismatch, message)) throw ResumeMismatch(message);
+    std::optional<Resumed> loaded;
+    try {
+      loaded = load_checkpoint(path);
+    } catch (const CheckpointError& e) {
+      message = e.what();
+    }
+    if (all_succeeded(world, loaded.has_value(), message)) {
+      resumed_from_ = path;
+      if (topo_.world_rank == 0) {
+        log::info("resumed from {} at step {}, round {}, next round of {} steps", path, step_,
+                  rounds_, H_);
+        for (const std::string& bad : rejected) {
+          log::warn("set aside {} as {}", bad, set_aside_checkpoint(bad, "rejected"));
+        }
+      }
+      last_checkpoint_step_ = step_;
+      return loaded;
+    }
+    if (request != "auto")
+      throw CheckpointError(fmt::format("cannot resume from '{}': {}", path, message));
+    if (topo_.world_rank == 0)
+      log::warn("checkpoint {} is damaged ({}); trying an older one", path, message);
+    rejected.push_back(path);
+  }
+  throw CheckpointError(fmt::format(
+      "--resume auto: every checkpoint in '{}' is damaged (they are set aside as rejected-*). "
+      "Start a new run with another run.name, or resume one by hand with --resume PATH",
+      checkpoint_dir()));
+}
+
+void Trainer::open_run_directory(const std::optional<Resumed>& resumed) {
+  if (!options_.write_run_directory || topo_.world_rank != 0) return;
+  const fs::path run_path = fs::path(config_.run.out_dir) / config_.run.name;
+  const bool in_place =
+      resumed && fs::exists(run_path) &&
+      fs::equivalent(fs::path(resumed->path).parent_path().parent_path(), run_path);
+  if (in_place) {
+    run_dir_.emplace(
+        RunDirectory::reopen(run_path.string(), resumed->metrics_bytes, resumed->syncs_bytes));
+    // Checkpoints from later steps belong to the abandoned continuation: kept, out of the way.
+    for (const CheckpointInfo& c : list_checkpoints(checkpoint_dir())) {
+      if (c.step > step_) {
+        log::warn("set aside {} as {}", c.path, set_aside_checkpoint(c.path, "superseded"));
+      }
+    }
+  } else {
+    if (!resumed && options_.resume == "auto") {
+      const std::string moved = RunDirectory::set_aside_files(run_path.string());
+      if (!moved.empty()) {
+        log::warn("{} held a run without a checkpoint: its files were moved to {}",
+                  run_path.string(), moved);
+      }
+    }
+    run_dir_.emplace(RunDirectory::create(config_.run.out_dir, config_.run.name));
+  }
+  run_dir_->write_config(to_yaml(config_));
+  log::info("run directory: {}", run_dir_->path());
+}
+
+}  // namespace autoloco
