@@ -363,10 +363,12 @@ TrainSummary Trainer::train() {
     if (agreed & StopAgreement::kStop) {
       s.stopped_by_signal = true;
       log::info("stop requested (signal): ending cleanly at step {}", step_);
-      if (config_.ckpt.on_signal) save_checkpoint("signal");
+      if (options_.write_run_directory && config_.ckpt.on_signal) save_checkpoint("signal");
       break;
     }
-    if (agreed & StopAgreement::kCheckpoint) save_checkpoint("every_minutes");
+    if ((agreed & StopAgreement::kCheckpoint) && options_.write_run_directory) {
+      save_checkpoint("every_minutes");
+    }
     const StepResult r = train_step();
     loop_.loss_sum += r.loss;
     ++loop_.loss_count;
@@ -386,10 +388,13 @@ TrainSummary Trainer::train() {
       loop_.eval_due = false;
     }
     const int64_t every = config_.ckpt.every_steps;
-    if (every > 0 && step_ % every == 0 && !last) save_checkpoint("every_steps");
+    if (options_.write_run_directory && every > 0 && step_ % every == 0 && !last) {
+      save_checkpoint("every_steps");
+    }
   }
   stop_.drain();
-  if (!s.stopped_by_signal && config_.ckpt.at_end && last_checkpoint_step_ != step_) {
+  if (options_.write_run_directory && !s.stopped_by_signal && config_.ckpt.at_end &&
+      last_checkpoint_step_ != step_) {
     save_checkpoint("end");
   }
   s.final_train_loss = loop_.final_train_loss;

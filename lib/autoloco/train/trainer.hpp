@@ -35,7 +35,10 @@
 namespace autoloco {
 
 struct TrainerOptions {
-  bool write_run_directory = true;  // tests and benchmarks may run without one
+  TrainerOptions(bool write_run_directory_ = true, bool print_progress_ = true)
+      : write_run_directory(write_run_directory_), print_progress(print_progress_) {}
+  // Tests and benchmarks may run without one; then train() writes no checkpoints either.
+  bool write_run_directory = true;
   bool print_progress = true;
   // "" starts a new run; "auto" continues from the newest valid checkpoint of the run directory
   // (or starts a new run when there is none); anything else is a checkpoint directory.
@@ -185,6 +188,7 @@ class Trainer {
   bool timed_checkpoint_asked_ = false;
   int64_t last_checkpoint_step_ = -1;
   std::string resumed_from_;
+  std::vector<std::string> rejected_checkpoints_;  // damaged ones a resume passed over (rank 0)
 };
 
 }  // namespace autoloco

@@ -249,6 +249,7 @@ std::vector<std::string> Trainer::resume_candidates(const std::string& request) 
           joined += c.path + "\n";
         } else {
           log::warn("skipping checkpoint {}: {}", c.path, c.problem);
+          rejected_checkpoints_.push_back(c.path);
         }
       }
     } else {
@@ -382,13 +383,21 @@ std::optional<Trainer::Resumed> Trainer::resume(const std::string& request) {
   if (request.empty()) return std::nullopt;
   const MPI_Comm world = world_comm_->handle();
   const std::vector<std::string> candidates = resume_candidates(request);
+  int64_t damaged = static_cast<int64_t>(rejected_checkpoints_.size());
+  MPI_Bcast(&damaged, 1, MPI_INT64_T, 0, world);
+  if (candidates.empty() && damaged > 0) {
+    throw CheckpointError(fmt::format(
+        "--resume auto: every checkpoint in '{}' is incomplete or damaged (see the warnings "
+        "above). Start a new run with another run.name, or resume one by hand with --resume PATH",
+        checkpoint_dir()));
+  }
   if (candidates.empty()) {
     if (topo_.world_rank == 0) {
       log::info("--resume auto: no checkpoint in {}: starting a new run", checkpoint_dir());
     }
     return std::nullopt;
   }
-  std::vector<std::string> rejected;
+  std::vector<std::string>& rejected = rejected_checkpoints_;  // rank 0's list
   for (const std::string& path : candidates) {
     std::string message;
     bool mismatch = false;
@@ -419,16 +428,18 @@ std::optional<Trainer::Resumed> Trainer::resume(const std::string& request) {
       last_checkpoint_step_ = step_;
       return loaded;
     }
-    if (request != "auto")
+    if (request != "auto") {
       throw CheckpointError(fmt::format("cannot resume from '{}': {}", path, message));
-    if (topo_.world_rank == 0)
+    }
+    if (topo_.world_rank == 0) {
       log::warn("checkpoint {} is damaged ({}); trying an older one", path, message);
-    rejected.push_back(path);
+      rejected.push_back(path);
+    }
   }
-  throw CheckpointError(fmt::format(
-      "--resume auto: every checkpoint in '{}' is damaged (they are set aside as rejected-*). "
-      "Start a new run with another run.name, or resume one by hand with --resume PATH",
-      checkpoint_dir()));
+  throw CheckpointError(
+      fmt::format("--resume auto: every checkpoint in '{}' is damaged (see the warnings above). "
+                  "Start a new run with another run.name, or resume one by hand with --resume PATH",
+                  checkpoint_dir()));
 }
 
 void Trainer::open_run_directory(const std::optional<Resumed>& resumed) {

@@ -1,0 +1,181 @@
+// End to end with the real executable under mpiexec: a SIGTERM to one rank of a running job
+// ends in a checkpoint and a clean exit (code 0) of every rank, and --resume auto continues it;
+// a job killed (SIGKILL) while it writes a checkpoint leaves the previous one usable, and the
+// resumed run ends in the same state as a run that was never killed.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "../support/run_files.hpp"
+#include "../support/temp_dir.hpp"
+#include "../support/tiny_corpus.hpp"
+#include "autoloco/ckpt/checkpoint_dir.hpp"
+#include "autoloco/ckpt/layout.hpp"
+
+using autoloco::test::json_number;
+using autoloco::test::read_text;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string train_command(const std::string& dir, const std::string& name, int64_t steps,
+                          const std::string& extra) {
+  return std::string(AUTOLOCO_MPIEXEC) +
+         " -n 2 --oversubscribe --allow-run-as-root --bind-to none " + AUTOLOCO_TRAIN_EXE + " " +
+         AUTOLOCO_SOURCE_DIR + "/configs/diloco.yaml" +
+         " --set model.n_layer=2 --set model.d_model=32 --set model.n_head=2"
+         " --set model.seq_len=32 --set run.eval_every=0 --set run.log_every=5"
+         " --set inner.warmup_steps=5 --set inner.lr=0.01 --set data.batch_size=4"
+         " --set interval.H=4 --set run.threads=1 --set data.train=" +
+         dir + "/data/train_*.bin --set data.val=" + dir +
+         "/data/val_*.bin --set run.out_dir=" + dir + "/runs --set run.name=" + name +
+         " --set run.steps=" + std::to_string(steps) + " " + extra;
+}
+
+int count_lines(const std::string& path) {
+  std::ifstream in(path);
+  int n = 0;
+  for (std::string line; std::getline(in, line);)
+    ++n;
+  return n;
+}
+
+// Waits until `predicate` holds, for at most `seconds`.
+template <class F>
+bool wait_for(F predicate, int seconds) {
+  for (int i = 0; i < seconds * 10; ++i) {
+    if (predicate()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return predicate();
+}
+
+// The pids of the autoloco-train processes that mpiexec `launcher` started.
+std::vector<int> rank_pids(int launcher) {
+  std::vector<int> pids;
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    const std::string stat = read_text(entry.path().string() + "/stat");
+    // pid (comm) state ppid ...
+    const auto close = stat.rfind(')');
+    if (close == std::string::npos || stat.find("(autoloco-train)") == std::string::npos) continue;
+    int ppid = 0;
+    char state = 0;
+    if (std::sscanf(stat.c_str() + close + 1, " %c %d", &state, &ppid) == 2 && ppid == launcher) {
+      pids.push_back(std::stoi(name));
+    }
+  }
+  return pids;
+}
+
+}  // namespace
+
+TEST_CASE("e2e: SIGTERM to one rank under mpiexec saves a checkpoint and every rank exits 0",
+          "[e2e][resume]") {
+  const autoloco::test::TempDir tmp("e2e-sigterm");
+  const std::string dir = tmp.str();
+  autoloco::test::write_tiny_corpus(dir + "/data");
+  const std::string run = dir + "/runs/long";
+  // In the background: the launcher's pid, then its exit code when it ends.
+  const std::string launch = "(" + train_command(dir, "long", 1000000, "") + " > " + dir +
+                             "/train.log 2>&1; echo $? > " + dir + "/rc) & echo $! > " + dir +
+                             "/pid";
+  const std::string wrapper = "sh -c '" + launch + "'";
+  REQUIRE(std::system(wrapper.c_str()) == 0);
+  REQUIRE(wait_for([&] { return count_lines(run + "/metrics.jsonl") >= 3; }, 120));
+  // The subshell's child is mpiexec; the ranks are mpiexec's children.
+  std::vector<int> ranks;
+  REQUIRE(wait_for(
+      [&] {
+        for (const auto& entry : fs::directory_iterator("/proc")) {
+          const std::string name = entry.path().filename().string();
+          if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+          ranks = rank_pids(std::stoi(name));
+          if (ranks.size() == 2) return true;
+        }
+        return false;
+      },
+      30));
+  REQUIRE(::kill(ranks[1], SIGTERM) == 0);
+  REQUIRE(wait_for([&] { return fs::exists(dir + "/rc"); }, 120));
+  const std::string log = read_text(dir + "/train.log");
+  INFO(log);
+  CHECK(std::stoi(read_text(dir + "/rc")) == 0);
+  CHECK(log.find("stop requested (signal)") != std::string::npos);
+  CHECK(log.find("checkpoint (signal) at step") != std::string::npos);
+  const std::string summary = read_text(run + "/summary.json");
+  CHECK(summary.find("\"stopped_by_signal\":true") != std::string::npos);
+  const auto steps = static_cast<int64_t>(json_number(summary, "steps"));
+  const auto checkpoints = autoloco::list_checkpoints(run + "/checkpoints");
+  REQUIRE(checkpoints.size() == 1);
+  CHECK(checkpoints[0].step == steps);
+  CHECK(checkpoints[0].manifest->reason == "signal");
+  CHECK(autoloco::verify_checkpoint(checkpoints[0].path).empty());
+
+  // A requeued job: the same command with --resume auto, here shortened to a few more steps.
+  const std::string resume =
+      train_command(dir, "long", steps + 6, "--resume auto") + " > " + dir + "/resume.log 2>&1";
+  REQUIRE(std::system(resume.c_str()) == 0);
+  const std::string resumed_log = read_text(dir + "/resume.log");
+  INFO(resumed_log);
+  CHECK(resumed_log.find("resume: run.steps is " + std::to_string(steps + 6) +
+                         " (was 1000000 in the checkpoint)") != std::string::npos);
+  CHECK(resumed_log.find("resumed from " + checkpoints[0].path) != std::string::npos);
+  const std::string final_summary = read_text(run + "/summary.json");
+  CHECK(json_number(final_summary, "steps") == steps + 6);
+  CHECK(final_summary.find("\"stopped_by_signal\":false") != std::string::npos);
+}
+
+TEST_CASE("e2e: SIGKILL while a checkpoint is written leaves the previous one to resume from",
+          "[e2e][resume]") {
+  const autoloco::test::TempDir tmp("e2e-sigkill");
+  const std::string dir = tmp.str();
+  autoloco::test::write_tiny_corpus(dir + "/data");
+  const std::string every = "--set ckpt.every_steps=5";
+  REQUIRE(
+      std::system((train_command(dir, "reference", 30, every) + " > " + dir + "/reference.log 2>&1")
+                      .c_str()) == 0);
+
+  // World rank 0 kills itself after the data files of step 15, before the manifest.
+  const std::string killed = "AUTOLOCO_TEST_KILL_IN_CHECKPOINT=15 " +
+                             train_command(dir, "killed", 30, every) + " > " + dir +
+                             "/killed.log 2>&1";
+  CHECK(std::system(killed.c_str()) != 0);
+  const std::string ckpts = dir + "/runs/killed/checkpoints";
+  CHECK(fs::exists(ckpts + "/.tmp-step_15/" + autoloco::kGlobalFile));
+  CHECK_FALSE(fs::exists(ckpts + "/.tmp-step_15/" + autoloco::kManifestFile));
+  const auto before = autoloco::list_checkpoints(ckpts);
+  REQUIRE(before.size() == 2);  // step_10 and step_5: the partial one is not a checkpoint
+  CHECK(before[0].step == 10);
+  CHECK(autoloco::verify_checkpoint(before[0].path).empty());
+
+  const std::string resume =
+      train_command(dir, "killed", 30, every + " --resume auto") + " > " + dir + "/resume.log 2>&1";
+  REQUIRE(std::system(resume.c_str()) == 0);
+  INFO(read_text(dir + "/resume.log"));
+  CHECK(read_text(dir + "/resume.log").find("resumed from " + before[0].path) != std::string::npos);
+  CHECK_FALSE(fs::exists(ckpts + "/.tmp-step_15"));  // pruned by the next checkpoint
+  // The same final state as the run that was never killed (the manifests' CRC-32s).
+  const autoloco::Manifest a = autoloco::read_manifest(dir + "/runs/reference/checkpoints/step_30");
+  const autoloco::Manifest b = autoloco::read_manifest(ckpts + "/step_30");
+  for (const char* file : {"global.h5", "dc_0.h5", "dc_1.h5"}) {
+    for (const char* set : {"outer/anchor", "outer/momentum", "replica/values", "adamw/exp_avg"}) {
+      const auto* fa = a.find(file);
+      const auto* fb = b.find(file);
+      REQUIRE(fa != nullptr);
+      REQUIRE(fb != nullptr);
+      if (!fa->datasets.count(set)) continue;
+      INFO(file << " " << set);
+      CHECK(fa->datasets.at(set).crc == fb->datasets.at(set).crc);
+    }
+  }
+  CHECK(read_text(dir + "/runs/reference/syncs.jsonl").size() > 0);
+  CHECK(count_lines(dir + "/runs/reference/syncs.jsonl") ==
+        count_lines(dir + "/runs/killed/syncs.jsonl"));
+}
