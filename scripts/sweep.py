@@ -27,8 +27,11 @@ A spec file (YAML):
   adaptive: [autoloco]               # groups compared against every curve
 
 A run is named after its group, its grid values and its seed (e.g. diloco_H10_mu0.81_s1).
-Runs whose summary.json exists are skipped, so an interrupted sweep resumes where it stopped;
-a run directory without a summary (a run that was killed) is moved to OUT/incomplete/ first.
+Finished runs (summary.json without "stopped_by_signal": true) are skipped, and every run is
+launched with --resume auto, so an interrupted sweep resumes where it stopped: a run that was
+stopped or killed continues from its newest checkpoint (docs/checkpoints.md), and one that left
+no checkpoint starts over (the trainer moves its old files into the run directory's
+restarted-*/ folder).
 Locally, as many runs go at once as the cores allow (cores // ranks, at least 1; --jobs N).
 With --slurm, one batch script per run is written to OUT/slurm/ from
 scripts/slurm/sweep-run.sbatch.in and submitted with sbatch (--no-submit only writes them);
@@ -40,7 +43,6 @@ import json
 import os
 import re
 import shlex
-import shutil
 import subprocess
 import sys
 import time
@@ -173,20 +175,16 @@ def command(spec, run, binary, launcher):
     for key, value in run.overrides.items():
         cmd += ["--set", f"{key}={value_text(value)}"]
     cmd += ["--set", f"run.out_dir={spec['out_abs']}", "--set", f"run.name={run.name}"]
-    return cmd
-
-
-def set_aside_incomplete(out, run):
-    path = os.path.join(out, run.name)
-    if os.path.isdir(path) and not os.path.exists(os.path.join(path, "summary.json")):
-        dest = os.path.join(out, "incomplete", f"{run.name}.{time.strftime('%Y%m%d-%H%M%S')}")
-        os.makedirs(os.path.dirname(dest), exist_ok=True)
-        shutil.move(path, dest)
-        print(f"sweep: {run.name} has no summary (killed?): moved to {dest}", file=sys.stderr)
+    return cmd + ["--resume", "auto"]
 
 
 def done(out, run):
-    return os.path.exists(os.path.join(out, run.name, "summary.json"))
+    """Finished: a summary that a stop signal did not write (that run resumes)."""
+    path = os.path.join(out, run.name, "summary.json")
+    if not os.path.exists(path):
+        return False
+    with open(path) as f:
+        return not json.load(f).get("stopped_by_signal", False)
 
 
 def run_local(spec, runs, binary, jobs):
@@ -201,7 +199,6 @@ def run_local(spec, runs, binary, jobs):
     failed = []
 
     def one(run):
-        set_aside_incomplete(out, run)
         log_path = os.path.join(logs, run.name + ".log")
         t0 = time.time()
         with open(log_path, "w") as log:
@@ -240,7 +237,6 @@ def write_slurm(spec, runs, binary, submit, sbatch_args):
     for run in runs:
         if done(out, run):
             continue
-        set_aside_incomplete(out, run)
         cmd = " ".join(shlex.quote(c) for c in command(spec, run, binary, ["srun"]))
         text = (template.replace("@NAME@", run.name).replace("@RANKS@", str(spec["ranks"]))
                 .replace("@LOG@", os.path.join(out, "logs", run.name + ".%j.log"))

@@ -3,12 +3,14 @@
 //                  [--repeats R]
 //   mpirun -n N autoloco-bench --comm [--ranks-per-dc R] [--sizes n1,n2,...] [--iters I]
 //                  [--warmup W]
-// See throughput.cpp and comm.cpp for what each measures.
+//   autoloco-bench --ckpt [--bytes N[K|M|G]] [--dir D] [--repeat R]
+// See throughput.cpp, comm.cpp and ckpt.cpp for what each measures.
 #include <mpi.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 
 #include "autoloco/util/error.hpp"
@@ -23,7 +25,8 @@ constexpr const char* kUsage =
     "usage: autoloco-bench --throughput [CONFIG.yaml] [--set k=v ...] [--steps N] [--warmup N] "
     "[--repeats R]\n"
     "       mpirun -n N autoloco-bench --comm [--ranks-per-dc R] [--sizes n1,n2,...] "
-    "[--iters I] [--warmup W]\n";
+    "[--iters I] [--warmup W]\n"
+    "       autoloco-bench --ckpt [--bytes N[K|M|G]] [--dir D] [--repeat R]\n";
 
 std::vector<int64_t> parse_sizes(const std::string& text) {
   std::vector<int64_t> sizes;
@@ -34,6 +37,37 @@ std::vector<int64_t> parse_sizes(const std::string& text) {
   }
   if (sizes.empty()) throw ConfigError("--sizes needs at least one size");
   return sizes;
+}
+
+// "536870912", "512M", "1G", "64KiB": bytes (K, M, G, T are powers of 1024).
+int64_t parse_bytes(const std::string& text) {
+  size_t used = 0;
+  int64_t value = 0;
+  try {
+    value = std::stoll(text, &used);
+  } catch (const std::logic_error&) {
+    throw ConfigError("--bytes: '" + text + "' is not a size (e.g. 536870912, 512M, 1G)");
+  }
+  std::string suffix = text.substr(used);
+  for (const char* tail : {"iB", "B", "i"}) {
+    const std::string t = tail;
+    if (suffix.size() > t.size() && suffix.compare(suffix.size() - t.size(), t.size(), t) == 0) {
+      suffix.erase(suffix.size() - t.size());
+      break;
+    }
+  }
+  int shift = -1;
+  if (suffix.empty() || suffix == "B") shift = 0;
+  if (suffix == "K" || suffix == "k") shift = 10;
+  if (suffix == "M" || suffix == "m") shift = 20;
+  if (suffix == "G" || suffix == "g") shift = 30;
+  if (suffix == "T" || suffix == "t") shift = 40;
+  if (shift < 0 || value <= 0 || value > (int64_t{1} << (62 - shift))) {
+    throw ConfigError("--bytes: '" + text + "' is not a positive size (e.g. 536870912, 512M, 1G)");
+  }
+  const int64_t bytes = value << shift;
+  if (bytes % 4 != 0) throw ConfigError("--bytes: must be a multiple of 4 (float32 values)");
+  return bytes;
 }
 
 Args parse_args(int argc, char** argv) {
@@ -48,13 +82,19 @@ Args parse_args(int argc, char** argv) {
       a.throughput = true;
     } else if (arg == "--comm") {
       a.comm = true;
+    } else if (arg == "--ckpt") {
+      a.ckpt = true;
+    } else if (arg == "--bytes") {
+      a.ckpt_bytes = parse_bytes(value());
+    } else if (arg == "--dir") {
+      a.ckpt_dir = value();
     } else if (arg == "--set") {
       a.overrides.push_back(value());
     } else if (arg == "--steps") {
       a.steps = std::stoll(value());
     } else if (arg == "--warmup") {
       a.warmup = std::stoll(value());
-    } else if (arg == "--repeats") {
+    } else if (arg == "--repeats" || arg == "--repeat") {
       a.repeats = std::stoll(value());
     } else if (arg == "--ranks-per-dc") {
       a.ranks_per_dc = std::stoi(value());
@@ -71,8 +111,9 @@ Args parse_args(int argc, char** argv) {
       throw ConfigError("unknown argument '" + arg + "'\n" + kUsage);
     }
   }
-  if (a.throughput == a.comm) {
-    throw ConfigError(std::string("choose one benchmark: --throughput or --comm\n") + kUsage);
+  if (int{a.throughput} + int{a.comm} + int{a.ckpt} != 1) {
+    throw ConfigError(std::string("choose one benchmark: --throughput, --comm or --ckpt\n") +
+                      kUsage);
   }
   if (a.steps <= 0 || a.warmup < 0 || a.repeats <= 0 || a.iters <= 0 || a.ranks_per_dc <= 0) {
     throw ConfigError("--steps, --repeats, --iters and --ranks-per-dc must be > 0, --warmup >= 0");
@@ -87,7 +128,9 @@ int main(int argc, char** argv) {
   int code = 0;
   try {
     const Args args = parse_args(argc, argv);
-    code = args.throughput ? bench::throughput(args) : bench::comm(args);
+    code = args.throughput ? bench::throughput(args)
+           : args.comm     ? bench::comm(args)
+                           : bench::ckpt(args);
   } catch (const std::exception& e) {
     int rank = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);

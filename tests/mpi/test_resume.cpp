@@ -275,6 +275,11 @@ TEST_CASE("resume refuses another model or topology or config naming the differe
                     Catch::Contains("inner.lr: 0.01 in the checkpoint, 0.02 now") &&
                         Catch::Contains("interval.H_max: 10 in the checkpoint, 12 now"));
 
+  Config shorter = c;
+  shorter.run.steps = 5;
+  CHECK_THROWS_WITH(Trainer(shorter, MPI_COMM_WORLD, o),
+                    Catch::Contains("it is at step 8 and run.steps is 5"));
+
   // Safe keys may change: a longer run continues from the checkpoint.
   Config longer = c;
   longer.run.steps = 44;

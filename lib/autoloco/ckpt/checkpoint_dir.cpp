@@ -55,7 +55,10 @@ CheckpointInfo inspect_checkpoint(const std::string& path) {
     std::error_code ec;
     const auto size = fs::file_size(file, ec);
     if (ec) {
-      info.problem = fmt::format("'{}' is missing: the checkpoint is incomplete", file.string());
+      info.problem = fmt::format(
+          "'{}' is missing: the manifest lists it, so the file was lost or removed after the "
+          "checkpoint was written",
+          file.string());
       return info;
     }
     if (static_cast<int64_t>(size) != f.size) {
@@ -89,6 +92,12 @@ std::string verify_checkpoint(const std::string& path) {
     try {
       const H5Reader reader((fs::path(path) / f.name).string(), &f.datasets);
       const DatasetSums found = reader.sums();
+      for (const auto& [name, sum] : found) {
+        if (!f.datasets.count(name)) {
+          return fmt::format("'{}/{}' has a dataset '{}' that the manifest does not list", path,
+                             f.name, name);
+        }
+      }
       for (const auto& [name, sum] : f.datasets) {
         const auto it = found.find(name);
         if (it == found.end()) {
@@ -148,7 +157,8 @@ std::vector<std::string> prune_checkpoints(const std::string& dir, int64_t keep_
   int64_t kept = 0;
   for (const CheckpointInfo& c : list_checkpoints(dir)) {
     if (!c.ok()) continue;  // incomplete ones are left for the user to look at
-    if (fs::equivalent(c.path, protect) || kept < keep_last) {
+    std::error_code ec;
+    if (fs::equivalent(c.path, protect, ec) || kept < keep_last) {
       ++kept;
       continue;
     }

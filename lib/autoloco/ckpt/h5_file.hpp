@@ -18,6 +18,9 @@ struct DatasetSum {
 };
 using DatasetSums = std::map<std::string, DatasetSum>;
 
+// The element types a checkpoint holds (what H5Writer writes).
+enum class H5Type { f32, f64, i64, u8, text, other };
+
 class H5Writer {
  public:
   // Creates `path`; an existing file is an error (checkpoints are never written over).
@@ -63,6 +66,7 @@ class H5Reader {
   bool has(const std::string& name) const;
   std::vector<int64_t> shape(const std::string& name) const;
   int64_t numel(const std::string& name) const;
+  H5Type type(const std::string& name) const;
   // Every dataset's path, in HDF5's visiting order.
   std::vector<std::string> datasets() const;
 

@@ -247,6 +247,9 @@ std::vector<std::string> Trainer::resume_candidates(const std::string& request) 
       for (const CheckpointInfo& c : list_checkpoints(checkpoint_dir())) {
         if (c.ok()) {
           joined += c.path + "\n";
+        } else if (c.manifest && c.manifest->format_version != kCheckpointFormat) {
+          // Intact, for another autoloco version: left where it is.
+          log::warn("skipping checkpoint {}: {}", c.path, c.problem);
         } else {
           log::warn("skipping checkpoint {}: {}", c.path, c.problem);
           rejected_checkpoints_.push_back(c.path);
@@ -304,11 +307,19 @@ void Trainer::check_resumable(const std::string& path) {
         "written with",
         path, diff));
   }
+  const int64_t step = g.read_int("counters/step");
+  if (config_.run.steps < step) {
+    throw ResumeMismatch(fmt::format(
+        "cannot resume from '{}': it is at step {} and run.steps is {}; give run.steps of at "
+        "least {} (--set run.steps=N)",
+        path, step, config_.run.steps, step));
+  }
   const Config saved = parse_config(g.read_string("config"), {}, path + "/" + kGlobalFile);
   const std::vector<ConfigChange> changes = check_config_resumable(saved, config_, path);
   if (topo_.world_rank == 0) {
     for (const ConfigChange& c : changes) {
-      log::info("resume: {} is {} (was {} in the checkpoint)", c.key, c.now, c.saved);
+      log::info("resume: {} is {} (was {} in the checkpoint){}", c.key, c.now, c.saved,
+                c.key == "run.steps" ? "; the lr schedule follows the new total" : "");
     }
   }
 }

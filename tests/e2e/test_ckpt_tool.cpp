@@ -1,0 +1,235 @@
+// End to end: autoloco-ckpt on the checkpoints of a short 2-dc diloco run. ls lists them as
+// valid, newest first; verify passes them and fails a copy whose replica bytes were flipped,
+// naming the file; diff finds the differences between two steps and none between a checkpoint
+// and itself; export writes each parameter with its shape and the anchor's values.
+#include <sys/wait.h>
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "../support/run_files.hpp"
+#include "../support/temp_dir.hpp"
+#include "../support/tiny_corpus.hpp"
+#include "autoloco/ckpt/h5_file.hpp"
+
+namespace fs = std::filesystem;
+using autoloco::test::read_text;
+
+namespace {
+
+// Trains 12 steps on 2 dcs of 1 rank with H = 2 and a checkpoint every 4 steps: step_4, step_8
+// and step_12 under the returned run directory.
+std::string train_run(const std::string& dir) {
+  autoloco::test::write_tiny_corpus(dir + "/data");
+  const std::string config = std::string(AUTOLOCO_SOURCE_DIR) + "/configs/diloco.yaml";
+  const std::string command =
+      std::string(AUTOLOCO_MPIEXEC) + " -n 2 --oversubscribe --allow-run-as-root --bind-to none " +
+      AUTOLOCO_TRAIN_EXE + " " + config +
+      " --set model.n_layer=2 --set model.d_model=32 --set model.n_head=2"
+      " --set model.seq_len=32 --set run.steps=12 --set run.eval_every=0 --set run.log_every=4"
+      " --set inner.warmup_steps=2 --set inner.lr=0.01 --set data.batch_size=4"
+      " --set interval.H=2 --set ckpt.every_steps=4 --set ckpt.keep_last=5 --set data.train=" +
+      dir + "/data/train_*.bin --set data.val=" + dir + "/data/val_*.bin --set run.out_dir=" + dir +
+      "/runs --set run.name=ck > " + dir + "/train.log 2>&1";
+  INFO(command << "\n" << read_text(dir + "/train.log"));
+  REQUIRE(std::system(command.c_str()) == 0);
+  return dir + "/runs/ck";
+}
+
+struct ToolResult {
+  int code = -1;
+  std::string out;
+  std::string err;
+};
+
+// Runs autoloco-ckpt with `args`; its output goes through files in `dir`.
+ToolResult ckpt_tool(const std::string& dir, const std::string& args) {
+  const std::string out = dir + "/tool.out";
+  const std::string err = dir + "/tool.err";
+  const std::string command =
+      std::string(AUTOLOCO_CKPT_EXE) + " " + args + " > " + out + " 2> " + err;
+  const int status = std::system(command.c_str());
+  ToolResult r;
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = read_text(out);
+  r.err = read_text(err);
+  return r;
+}
+
+// The line of `text` that starts with `prefix` followed by a space, or "".
+std::string line_starting(const std::string& text, const std::string& prefix) {
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind(prefix + " ", 0) == 0) return line;
+  }
+  return "";
+}
+
+// Flips 32 bytes in the middle of dc_0.h5's replica/values data, found by its own bytes.
+void corrupt_replica(const std::string& checkpoint) {
+  const std::string path = checkpoint + "/dc_0.h5";
+  std::vector<float> values;
+  {
+    const autoloco::H5Reader reader(path);
+    values = reader.read_f32("replica/values");
+  }
+  REQUIRE(values.size() > 16);
+  const std::string needle(reinterpret_cast<const char*>(values.data() + values.size() / 2), 32);
+  std::string bytes = read_text(path);
+  const size_t at = bytes.find(needle);
+  REQUIRE(at != std::string::npos);
+  REQUIRE(bytes.rfind(needle) == at);  // one place only: the test flips a known region
+  for (size_t i = at; i < at + needle.size(); ++i)
+    bytes[i] = static_cast<char>(bytes[i] ^ 0xff);
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+}
+
+struct Param {
+  std::string name;
+  std::vector<int64_t> shape;
+  int64_t offset = 0;
+  int64_t numel = 1;
+};
+
+std::vector<Param> parameters(const std::string& table) {
+  static const std::regex line_re(R"(^(\S+) \[([0-9,]*)\] ([0-9]+)$)");
+  std::vector<Param> out;
+  std::istringstream lines(table);
+  for (std::string line; std::getline(lines, line);) {
+    std::smatch m;
+    REQUIRE(std::regex_match(line, m, line_re));
+    Param p;
+    p.name = m[1].str();
+    p.offset = std::stoll(m[3].str());
+    std::istringstream dims(m[2].str());
+    for (std::string d; std::getline(dims, d, ',');) {
+      p.shape.push_back(std::stoll(d));
+      p.numel *= p.shape.back();
+    }
+    out.push_back(p);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("e2e: autoloco-ckpt ls and verify find a damaged replica", "[e2e][ckpt]") {
+  const autoloco::test::TempDir tmp("e2e-ckpt-tool-ls");
+  const std::string dir = tmp.str();
+  const std::string run = train_run(dir);
+
+  const ToolResult ls = ckpt_tool(dir, "ls " + run);
+  INFO(ls.out << ls.err);
+  REQUIRE(ls.code == 0);
+  size_t last = 0;
+  for (const int step : {12, 8, 4}) {
+    const std::string name = "step_" + std::to_string(step);
+    const std::string line = line_starting(ls.out, name);
+    INFO(name);
+    REQUIRE(!line.empty());
+    std::istringstream cells(line);
+    std::string cell, step_cell;
+    cells >> cell >> step_cell;
+    CHECK(step_cell == std::to_string(step));
+    CHECK(line.find(" valid") != std::string::npos);
+    const size_t at = ls.out.find(line);
+    CHECK(at > last);  // newest first
+    last = at;
+  }
+
+  const ToolResult verify = ckpt_tool(dir, "verify " + run);
+  INFO(verify.out << verify.err);
+  CHECK(verify.code == 0);
+  CHECK(verify.out.find("ok " + run + "/checkpoints/step_4 (") != std::string::npos);
+  CHECK(verify.out.find("ok " + run + "/checkpoints/step_12 (") != std::string::npos);
+  CHECK(verify.out.find("FAILED") == std::string::npos);
+
+  // A copy of step_8 with flipped replica bytes, next to an abandoned temporary directory.
+  const std::string bad = dir + "/bad/checkpoints";
+  fs::create_directories(bad + "/.tmp-step_16");
+  fs::copy(run + "/checkpoints/step_8", bad + "/step_8", fs::copy_options::recursive);
+  corrupt_replica(bad + "/step_8");
+
+  const ToolResult failed = ckpt_tool(dir, "verify " + bad + "/step_8");
+  INFO(failed.out << failed.err);
+  CHECK(failed.code == 1);
+  CHECK(failed.out.find("FAILED " + bad + "/step_8: ") != std::string::npos);
+  CHECK(failed.out.find("dc_0.h5") != std::string::npos);
+  CHECK(failed.out.find("replica/values") != std::string::npos);
+
+  // The quick check sees nothing (the sizes are right); --verify does.
+  const ToolResult quick = ckpt_tool(dir, "ls " + dir + "/bad");
+  INFO(quick.out << quick.err);
+  CHECK(quick.code == 0);
+  CHECK(line_starting(quick.out, "step_8").find(" valid") != std::string::npos);
+  CHECK(line_starting(quick.out, ".tmp-step_16").find("incomplete (being written or abandoned)") !=
+        std::string::npos);
+  const ToolResult full = ckpt_tool(dir, "ls --verify " + dir + "/bad");
+  INFO(full.out << full.err);
+  CHECK(full.code == 0);
+  CHECK(line_starting(full.out, "step_8").find("damaged: ") != std::string::npos);
+  CHECK(line_starting(full.out, "step_8").find("dc_0.h5") != std::string::npos);
+
+  const ToolResult missing = ckpt_tool(dir, "verify " + dir + "/no-such-run");
+  CHECK(missing.code == 1);
+  CHECK(missing.out.find("FAILED " + dir + "/no-such-run: ") != std::string::npos);
+  CHECK(ckpt_tool(dir, "bogus").code == 2);
+  CHECK(ckpt_tool(dir, "ls").code == 2);
+}
+
+TEST_CASE("e2e: autoloco-ckpt diff and export read the parameters", "[e2e][ckpt]") {
+  const autoloco::test::TempDir tmp("e2e-ckpt-tool-diff");
+  const std::string dir = tmp.str();
+  const std::string ckpts = train_run(dir) + "/checkpoints";
+
+  const ToolResult diff = ckpt_tool(dir, "diff " + ckpts + "/step_4 " + ckpts + "/step_8 --top 5");
+  INFO(diff.out << diff.err);
+  REQUIRE(diff.code == 0);
+  const std::string anchor = line_starting(diff.out, "  global.h5:outer/anchor");
+  INFO(anchor);
+  CHECK(anchor.find("max |a-b| ") != std::string::npos);
+  CHECK(line_starting(diff.out, "  dc_0.h5:replica/values").find("max |a-b| ") !=
+        std::string::npos);
+  CHECK(line_starting(diff.out, "  global.h5:counters/step").find("4 | 8") != std::string::npos);
+  CHECK(diff.out.find("largest float32 differences (top 5 of") != std::string::npos);
+  CHECK(diff.out.find("the checkpoints are identical") == std::string::npos);
+
+  const ToolResult same = ckpt_tool(dir, "diff " + ckpts + "/step_8 " + ckpts + "/step_8");
+  INFO(same.out << same.err);
+  CHECK(same.code == 0);
+  CHECK(line_starting(same.out, "  global.h5:outer/anchor").find("identical") != std::string::npos);
+  CHECK(same.out.find("the checkpoints are identical") != std::string::npos);
+
+  const std::string out = dir + "/params.h5";
+  const ToolResult exported = ckpt_tool(dir, "export " + ckpts + "/step_8 " + out);
+  INFO(exported.out << exported.err);
+  REQUIRE(exported.code == 0);
+  CHECK(exported.out.find("wrote " + out) != std::string::npos);
+
+  const autoloco::H5Reader global(ckpts + "/step_8/global.h5");
+  const std::vector<Param> params = parameters(global.read_string("model/parameters"));
+  const std::vector<float> values = global.read_f32("outer/anchor");
+  REQUIRE(params.size() > 2);
+  const autoloco::H5Reader file(out);
+  CHECK(file.read_int("step") == 8);
+  CHECK(file.read_string("config") == global.read_string("config"));
+  for (const Param& p : params) {
+    INFO(p.name);
+    REQUIRE(file.has(p.name));
+    CHECK(file.shape(p.name) == p.shape);
+    const std::vector<float> got = file.read_f32(p.name);
+    REQUIRE(static_cast<int64_t>(got.size()) == p.numel);
+    CHECK(std::memcmp(got.data(), values.data() + p.offset, got.size() * sizeof(float)) == 0);
+  }
+
+  const ToolResult again = ckpt_tool(dir, "export " + ckpts + "/step_8 " + out);
+  CHECK(again.code == 1);
+  CHECK(again.err.find("'" + out + "' exists") != std::string::npos);
+}
