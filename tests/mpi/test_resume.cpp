@@ -288,3 +288,27 @@ TEST_CASE("resume refuses another model or topology or config naming the differe
   CHECK(trainer.step() == 8);
   CHECK(trainer.train().steps == 44);
 }
+
+TEST_CASE("a timed checkpoint is taken by every rank at the same step and resumes exactly",
+          "[np=4][resume]") {
+  const SharedCorpus corpus("resume-timed");
+  const Reference ref = reference_run(corpus);
+  Config timed = resume_config(corpus, "timed");
+  timed.ckpt.every_minutes = 1e-6;  // due at every step: rank 0 asks, all agree a step later
+  timed.ckpt.at_end = true;
+  run(timed, "", 17);
+  const std::string ckpts = run_dir(timed) + "/checkpoints/";
+  if (world_rank() == 0) {
+    const auto list = list_checkpoints(ckpts);
+    REQUIRE(list.size() >= 2);  // timed ones every other step, then the stop's
+    for (const auto& c : list) {
+      INFO(c.path);
+      CHECK(verify_checkpoint(c.path).empty());
+    }
+    CHECK(list[0].manifest->reason == "signal");
+    CHECK(list[1].manifest->reason == "every_minutes");
+  }
+  timed.ckpt.every_minutes = 0;  // a safe change: logged, and the run continues as before
+  run(timed, "auto");
+  check_same_run(ref, timed);
+}
