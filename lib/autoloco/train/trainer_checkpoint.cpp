@@ -88,6 +88,13 @@ void maybe_die_for_test(int64_t step, int rank) {
   if (rank == 0 && at && std::atoll(at) == step) std::raise(SIGKILL);
 }
 
+// "runs/a/checkpoints/step_50/" and "runs/a/./checkpoints/step_50" name ".../step_50": the
+// in-place test compares the checkpoint's grandparent with the run directory.
+std::string checkpoint_path(const std::string& request) {
+  const fs::path p = fs::path(request).lexically_normal();
+  return (p.filename().empty() ? p.parent_path() : p).string();
+}
+
 }  // namespace
 
 std::string Trainer::checkpoint_dir() const {
@@ -256,7 +263,8 @@ std::vector<std::string> Trainer::resume_candidates(const std::string& request) 
         }
       }
     } else {
-      const CheckpointInfo c = inspect_checkpoint(request);
+      const std::string dir = checkpoint_path(request);
+      const CheckpointInfo c = inspect_checkpoint(dir);
       if (!fs::is_directory(request)) {
         message = fmt::format(
             "--resume {}: no such checkpoint directory (give checkpoints/step_<N> of a run, or "
@@ -265,7 +273,7 @@ std::vector<std::string> Trainer::resume_candidates(const std::string& request) 
       } else if (!c.ok()) {
         message = fmt::format("--resume {}: {}", request, c.problem);
       } else {
-        joined = request + "\n";
+        joined = dir + "\n";
       }
     }
   }
