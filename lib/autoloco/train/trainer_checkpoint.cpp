@@ -3,6 +3,7 @@
 // loads one. Everything here is collective over the world.
 #include <ATen/CPUGeneratorImpl.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <csignal>
 #include <cstdlib>
