@@ -218,3 +218,26 @@ TEST_CASE("compatibility: safe keys may change and others are refused by name", 
   CHECK_FALSE(safe_to_change("model.d_model"));
   CHECK_FALSE(safe_to_change("topology.ranks_per_dc"));
 }
+
+TEST_CASE("h5 reader: a dataset larger than one read slice reads back and is checked whole",
+          "[unit][ckpt]") {
+  const test::TempDir tmp("ckpt-large");
+  const std::string path = tmp.file("large.h5");
+  // 42 MB: two 32 MiB slices, the second partial, each checksummed while the next is read.
+  std::vector<float> data(10'500'000);
+  for (size_t i = 0; i < data.size(); ++i)
+    data[i] = static_cast<float>(i % 9973) * 0.5f;
+  H5Writer w(path);
+  w.write("outer/anchor", data.data(), {static_cast<int64_t>(data.size())});
+  const DatasetSums sums = w.close();
+  CHECK(sums.at("outer/anchor").crc == crc32(data.data(), data.size() * sizeof(float)));
+  {
+    const H5Reader r(path, &sums);
+    CHECK(r.read_f32("outer/anchor") == data);
+  }
+  // A byte of the second slice: only the checksum over every slice together finds it.
+  flip_byte(path, static_cast<std::streamoff>(fs::file_size(path) - 1000));
+  CHECK(H5Reader(path).read_f32("outer/anchor") != data);  // the flip is in the data
+  const H5Reader r(path, &sums);
+  CHECK_THROWS_WITH(r.read_f32("outer/anchor"), Catch::Contains("does not match the manifest"));
+}

@@ -91,6 +91,11 @@ class H5Reader {
   void read_raw(const std::string& name, int64_t type, void* out, size_t elem_size,
                 int64_t count) const;
   void check_sum(const std::string& name, const void* data, size_t bytes) const;
+  void check_sum(const std::string& name, size_t bytes, uint32_t crc) const;
+  // A large 1-D dataset read in slices, each slice's checksum computed while the next is read.
+  // False when a slice could not be read; else `crc` is the checksum of all of it.
+  bool read_overlapped(int64_t set, int64_t type, void* out, size_t elem_size, int64_t count,
+                       uint32_t& crc) const;
   std::string path_;
   int64_t file_ = -1;
   const DatasetSums* expected_ = nullptr;
