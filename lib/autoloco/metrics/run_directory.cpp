@@ -6,23 +6,11 @@
 #include <ctime>
 #include <filesystem>
 
+#include "autoloco/util/durable_file.hpp"
 #include "autoloco/util/error.hpp"
 
 namespace autoloco {
 namespace fs = std::filesystem;
-
-void write_file_atomic(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << text;
-    out.flush();
-    if (!out) throw Error(fmt::format("cannot write '{}': check space and permissions", tmp));
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) throw Error(fmt::format("cannot rename '{}' to '{}': {}", tmp, path, ec.message()));
-}
 
 RunDirectory::RunDirectory(std::string path) : path_(std::move(path)) {
   metrics_.open(path_ + "/metrics.jsonl", std::ios::app);
@@ -102,7 +90,7 @@ int64_t RunDirectory::syncs_bytes() const {
 }
 
 void RunDirectory::write_config(const std::string& yaml) const {
-  write_file_atomic(path_ + "/config.yaml", yaml);
+  write_file_durable(path_ + "/config.yaml", yaml);
 }
 
 void RunDirectory::append_metrics(const JsonObject& line) {
@@ -116,7 +104,7 @@ void RunDirectory::append_sync(const JsonObject& line) {
 }
 
 void RunDirectory::write_summary(const JsonObject& summary) const {
-  write_file_atomic(path_ + "/summary.json", summary.str() + "\n");
+  write_file_durable(path_ + "/summary.json", summary.str() + "\n");
 }
 
 }  // namespace autoloco

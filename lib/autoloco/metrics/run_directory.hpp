@@ -44,7 +44,4 @@ class RunDirectory {
   std::ofstream syncs_;
 };
 
-// Writes `text` to `path` atomically (temporary file in the same directory, then rename).
-void write_file_atomic(const std::string& path, const std::string& text);
-
 }  // namespace autoloco
