@@ -294,7 +294,7 @@ TEST_CASE("diloco train() writes one syncs.jsonl line per round and the inter-dc
       HierarchicalAllreduce::shard_size(static_cast<size_t>(trainer.params().numel()), 2);
   // Each round every member of both dcs sends its shard and the round's scalars.
   const auto message =
-      static_cast<int64_t>(PackedLayout{shard, DType::f32, OuterSync::kRoundScalars}.bytes());
+      static_cast<int64_t>(PackedLayout{shard, DType::f32, OuterSync::message_scalars(2)}.bytes());
   CHECK(s.inter_dc_bytes == 3 * 2 * 2 * message);
   CHECK(s.link_s == Approx(3 * trainer.wan().model().seconds(static_cast<size_t>(message))));
   CHECK(s.sim_time_s >= s.link_s);

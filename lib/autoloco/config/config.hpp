@@ -25,7 +25,9 @@ struct RunConfig {
     v("name", s.name, "run name; the run directory is out_dir/name");
     v("out_dir", s.out_dir, "directory that holds run directories");
     v("seed", s.seed, "seed of model init and of every rank's data stream");
-    v("steps", s.steps, "total inner steps of the run");
+    v("steps", s.steps,
+      "length of the run in inner steps at the initial batch; an adaptive batch ends the run "
+      "after as many tokens (in fewer, larger steps)");
     v("eval_every", s.eval_every,
       "evaluate on the validation split every this many steps (0: only at the end)");
     v("eval_batches", s.eval_batches, "validation batches per evaluation, spread over the ranks");
@@ -193,6 +195,38 @@ struct IntervalConfig {
   }
 };
 
+struct BatchConfig {
+  std::string controller = "fixed";
+  std::string test = "norm";
+  double theta = 0.9;
+  double nu = 0.9;
+  double vartheta = 0.9;
+  int64_t max_micro_batch = 0;
+  int64_t max_batch = 256;
+  double max_growth = 2.0;
+  std::string lr_scaling = "none";
+
+  template <class Self, class V>
+  static void visit(Self& s, V& v) {
+    v("controller", s.controller,
+      "how each dc's batch is chosen: fixed (data.batch_size x data.grad_accum per rank) or "
+      "adloco (grows as the gradient noise asks; docs/methods.md)");
+    v("test", s.test,
+      "adloco: norm (Byrd et al. 2012) or inner_product (augmented, Bollapragada et al. 2018)");
+    v("theta", s.theta, "norm test: the batch gradient's relative error allowed, theta");
+    v("nu", s.nu, "inner-product test: allowed relative variance along the gradient, nu");
+    v("vartheta", s.vartheta,
+      "inner-product test: allowed relative variance orthogonal to the gradient, vartheta");
+    v("max_micro_batch", s.max_micro_batch,
+      "largest micro-batch per rank in sequences (0: data.batch_size); a larger batch "
+      "accumulates ceil(batch / max_micro_batch) micro-batches per step");
+    v("max_batch", s.max_batch, "adloco: largest batch per rank, in sequences");
+    v("max_growth", s.max_growth, "adloco: a dc's batch grows at most by this factor per round");
+    v("lr_scaling", s.lr_scaling,
+      "inner lr when a dc's batch grows from b0 to b: none, or sqrt (lr sqrt(b / b0))");
+  }
+};
+
 struct WanConfig {
   double bandwidth_gbps = 1.0;
   double latency_ms = 50.0;
@@ -237,6 +271,7 @@ struct Config {
   InnerConfig inner;
   OuterConfig outer;
   IntervalConfig interval;
+  BatchConfig batch;
   WanConfig wan;
   CkptConfig ckpt;
 
@@ -250,6 +285,7 @@ struct Config {
     v.section("inner", "the inner optimizer (AdamW) and its schedule", s.inner);
     v.section("outer", "the method and its outer optimizer across datacenters", s.outer);
     v.section("interval", "the number of inner steps per round", s.interval);
+    v.section("batch", "the batch of each dc, fixed or adaptive (AdLoCo)", s.batch);
     v.section("wan", "the simulated inter-dc link", s.wan);
     v.section("ckpt", "checkpoints (docs/checkpoints.md) and when they are written", s.ckpt);
   }

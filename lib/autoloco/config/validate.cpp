@@ -129,6 +129,26 @@ void validate_interval(const IntervalConfig& i) {
   require_non_negative(i.hold_rounds, "interval.hold_rounds");
 }
 
+void validate_batch(const BatchConfig& b, const Config& c) {
+  require_one_of(b.controller, {"fixed", "adloco"}, "batch.controller");
+  require_one_of(b.test, {"norm", "inner_product"}, "batch.test");
+  require_positive(b.theta, "batch.theta");
+  require_positive(b.nu, "batch.nu");
+  require_positive(b.vartheta, "batch.vartheta");
+  require_non_negative(b.max_micro_batch, "batch.max_micro_batch");
+  require(b.max_growth > 1.0, "batch.max_growth", fmt::format("must be > 1, got {}", b.max_growth));
+  require_one_of(b.lr_scaling, {"none", "sqrt"}, "batch.lr_scaling");
+  if (b.controller == "fixed") return;
+  require(c.outer.method != "ddp", "batch.controller",
+          "adloco adapts each dc's batch between outer syncs; outer.method ddp has none: use "
+          "outer.method=diloco (or local_sgd) or batch.controller=fixed");
+  const int64_t initial = c.data.batch_size * c.data.grad_accum;
+  require(b.max_batch >= initial, "batch.max_batch",
+          fmt::format("must be at least the initial batch data.batch_size x data.grad_accum = {}, "
+                      "got {}",
+                      initial, b.max_batch));
+}
+
 void validate_wan(const WanConfig& w) {
   require_positive(w.bandwidth_gbps, "wan.bandwidth_gbps");
   require_non_negative(w.latency_ms, "wan.latency_ms");
@@ -206,6 +226,7 @@ void validate(const Config& c) {
   validate_inner(c.inner);
   validate_outer(c.outer);
   validate_interval(c.interval);
+  validate_batch(c.batch, c);
   validate_wan(c.wan);
   validate_ckpt(c.ckpt);
 }
@@ -215,6 +236,12 @@ void validate_world(const Config& c, int world_size) {
           fmt::format("the world size {} is not a multiple of {}: launch a multiple of "
                       "ranks_per_dc ranks or change the key",
                       world_size, c.topology.ranks_per_dc));
+  // Two gradient samples per dc at least: a dc of one rank splits its batch in two halves.
+  require(c.batch.controller != "adloco" || c.topology.ranks_per_dc > 1 ||
+              c.data.batch_size * c.data.grad_accum >= 2,
+          "data.batch_size",
+          "batch.controller adloco with one rank per dc measures the gradient noise between two "
+          "halves of the batch: give data.batch_size x data.grad_accum >= 2");
 }
 
 }  // namespace autoloco

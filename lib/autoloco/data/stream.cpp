@@ -109,9 +109,14 @@ std::pair<size_t, uint64_t> BatchStream::locate(uint64_t sample) const {
 }
 
 Batch BatchStream::next() {
-  torch::Tensor windows = torch::empty({batch_size_, seq_len_ + 1}, torch::kLong);
+  return next(batch_size_);
+}
+
+Batch BatchStream::next(int64_t rows) {
+  check_shape(seq_len_, rows);
+  torch::Tensor windows = torch::empty({rows, seq_len_ + 1}, torch::kLong);
   int64_t* out = windows.data_ptr<int64_t>();
-  for (int64_t row = 0; row < batch_size_; ++row) {
+  for (int64_t row = 0; row < rows; ++row) {
     const auto [shard, start] = locate(cursor_.samples++);
     data_.shards()[shard].copy_tokens(start, seq_len_ + 1, out + row * (seq_len_ + 1));
   }

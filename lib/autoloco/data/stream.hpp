@@ -31,7 +31,9 @@ class BatchStream {
   BatchStream(const TokenDataset& data, int64_t seq_len, int64_t batch_size, uint64_t seed, int dc,
               int member, std::vector<size_t> shard_subset);
 
+  // The next batch_size() samples, or the next `rows` (a micro-batch of an adaptive batch).
   Batch next();
+  Batch next(int64_t rows);
   StreamCursor cursor() const { return cursor_; }
   void set_cursor(StreamCursor cursor) { cursor_ = cursor; }
 

@@ -1,6 +1,7 @@
 #include "autoloco/train/outer_sync.hpp"
 
 #include <cmath>
+#include <vector>
 
 namespace autoloco {
 namespace {
@@ -33,7 +34,13 @@ RoundStats OuterSync::sync(FlatParams& params, const RoundInput& in) {
   const double weight = in.tokens / in.nominal_tokens;
   if (weight != 1.0) staging_.mul_(weight);
 
-  double scalars[kNumScalars] = {};
+  const int g = link_.dcs();
+  std::vector<double> scalars(message_scalars(g), 0.0);
+  double* next_batch = scalars.data() + kNumScalars;
+  double* demand = next_batch + g;
+  next_batch[in.dc] = in.next_batch;
+  // NaN would poison the sum: a dc without an answer sends −1.
+  demand[in.dc] = std::isnan(in.demand) ? -1.0 : in.demand;
   scalars[kWeight] = weight;
   scalars[kLoss] = in.loss;
   scalars[kDeltaSq] = delta_norm * delta_norm;
@@ -43,13 +50,12 @@ RoundStats OuterSync::sync(FlatParams& params, const RoundInput& in) {
   scalars[kSeconds] = in.seconds;
   const double link_before = link_.link_seconds();
   const int64_t bytes_before = link_.dc_bytes();
-  reducer_.allreduce_sum(staging_.data_ptr<float>(), static_cast<size_t>(staging_.numel()), scalars,
-                         kNumScalars, wire_);
+  reducer_.allreduce_sum(staging_.data_ptr<float>(), static_cast<size_t>(staging_.numel()),
+                         scalars.data(), scalars.size(), wire_);
   // Token-weighted mean: Σ w_i Δ_i / Σ w_i, a plain division by G when batches are equal.
   staging_.div_(scalars[kWeight]);
 
   RoundStats s;
-  const int g = link_.dcs();
   s.round = in.round;
   s.step = in.step;
   s.H = in.H;
@@ -63,6 +69,9 @@ RoundStats OuterSync::sync(FlatParams& params, const RoundInput& in) {
   const double avg_norm = staging_.norm().item<double>();
   s.avg_delta_sq = avg_norm * avg_norm;
   s.rho = RoundStats::agreement(g, s.mean_delta_sq, s.avg_delta_sq);
+  s.next_batch.assign(next_batch, next_batch + g);
+  for (int d = 0; d < g; ++d)
+    s.demand.push_back(demand[d] < 0.0 ? std::nan("") : demand[d]);
   s.link_s = link_.link_seconds() - link_before;
   s.dc_bytes = link_.dc_bytes() - bytes_before;
 

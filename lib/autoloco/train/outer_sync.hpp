@@ -18,7 +18,7 @@ namespace autoloco {
 // What this dc brings to the round (identical on every member of the dc).
 struct RoundInput {
   int64_t round = 0;
-  int64_t step = 0;
+  int64_t step = 0;  // progress, as RoundStats::step
   int64_t H = 0;
   double loss = NAN;    // the dc's mean training loss over the round
   double lr_sum = 0.0;  // S_k
@@ -26,13 +26,18 @@ struct RoundInput {
   double nominal_tokens =
       0.0;               // a full dc's tokens in a round of H steps; weights are relative to it
   double seconds = 0.0;  // the dc's compute seconds in the round
+  int dc = 0;
+  double next_batch = 0.0;  // the dc's sequences per rank in the next round
+  double demand = NAN;      // what its batch test asked for
 };
 
 class OuterSync {
  public:
   // Scalars that ride in each round's inter-dc message (weight, loss, ‖Δ_i‖², ‖Δ_i‖, tokens,
-  // S_k, round seconds).
+  // S_k, round seconds), then two slots per dc (next batch, batch demand) that only that dc
+  // fills, so that the sum tells every rank every dc's batch.
   static constexpr size_t kRoundScalars = 7;
+  static size_t message_scalars(int dcs) { return kRoundScalars + 2 * static_cast<size_t>(dcs); }
 
   // The anchor starts as `params`' current values; the outer state lives on `state_device`; H0
   // (interval.H) is the reference interval of the outer correction.

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <thread>
 
@@ -91,6 +92,14 @@ Trainer::Trainer(const Config& config, MPI_Comm world, TrainerOptions options)
     controller_ = make_interval_controller(config_);
     H_ = controller_->first_interval();
   }
+  batch_ = make_batch_controller(config_, topo_.ranks_per_dc);
+  initial_batch_ = batch_->plan().batch;
+  dc_batches_.assign(static_cast<size_t>(topo_.num_dcs), initial_batch_);
+  initial_tokens_per_step_ = tokens_per_step();
+  if (batch_->needs_samples()) {
+    samples_ = std::make_unique<GradientSamples>(SampleLayout::for_dc(topo_.ranks_per_dc).per_rank,
+                                                 topo_.member == 0);
+  }
 
   log_start();
   const std::optional<Resumed> resumed = resume(options_.resume);
@@ -113,8 +122,22 @@ void Trainer::set_threads() {
 }
 
 int64_t Trainer::tokens_per_step() const {
-  return config_.data.batch_size * config_.data.grad_accum * config_.model.seq_len *
-         topo_.world_size;
+  int64_t sequences = 0;
+  for (int64_t b : dc_batches_)
+    sequences += b * topo_.ranks_per_dc;
+  return sequences * config_.model.seq_len;
+}
+
+std::vector<int64_t> Trainer::dc_batch_sequences() const {
+  std::vector<int64_t> out;
+  for (int64_t b : dc_batches_)
+    out.push_back(b * topo_.ranks_per_dc);
+  return out;
+}
+
+double Trainer::lr_scale() const {
+  if (config_.batch.lr_scaling != "sqrt") return 1.0;
+  return std::sqrt(static_cast<double>(batch_->plan().batch) / static_cast<double>(initial_batch_));
 }
 
 void Trainer::log_start() const {
@@ -147,6 +170,7 @@ void Trainer::log_start() const {
     log::info("method ddp: gradients all-reduced over the world every step, wire {} | intra-dc {}",
               o.wire_dtype, grad_comm_->backend());
   }
+  log::info("batch {}", batch_->describe());
   if (topo_.num_dcs > 1) {
     log::info("inter-dc link: {} Gbit/s, {} ms ({}): {}B per dc per sync, {:.3f} s per sync",
               config_.wan.bandwidth_gbps, config_.wan.latency_ms, config_.wan.mode,
@@ -161,20 +185,15 @@ torch::Tensor Trainer::anchor() const {
 
 StepResult Trainer::train_step() {
   StepResult r;
-  params_->zero_grad();
-  const int64_t accum = config_.data.grad_accum;
-  for (int64_t micro = 0; micro < accum; ++micro) {
-    Batch batch = stream_->next();
-    const torch::Tensor logits = model_->forward(batch.inputs.to(device_));
-    const torch::Tensor loss = lm_loss(logits, batch.targets.to(device_));
-    (loss / static_cast<double>(accum)).backward();
-    r.loss += loss.item<double>() / static_cast<double>(accum);
-  }
+  r.loss = forward_backward(model_, *params_, *stream_, batch_->plan(), device_, samples_.get());
+  if (samples_) samples_->before_sync(*params_);
   grad_sync_->run(*params_);
+  if (samples_) samples_->after_sync(*params_, round_noise_);
   r.grad_norm = clip_grad_norm(*params_, config_.inner.grad_clip);
-  r.lr = inner_lr(config_.inner, step_, config_.run.steps);
+  r.lr = inner_lr(config_.inner, progress_step(), config_.run.steps) * lr_scale();
   optimizer_->step(r.lr);
   ++step_;
+  tokens_ += tokens_per_step();
   if (!outer_method()) {
     if (topo_.num_dcs > 1) ++rounds_;  // ddp synchronizes the dcs at every step
     return r;
@@ -182,28 +201,44 @@ StepResult Trainer::train_step() {
   ++round_steps_;
   round_loss_sum_ += r.loss;
   round_lr_sum_ += r.lr;
-  if (round_steps_ >= H_ || step_ == config_.run.steps) r.round = end_round();
+  if (round_steps_ >= H_ || finished()) r.round = end_round();
   return r;
 }
 
 RoundStats Trainer::end_round() {
-  // The dc's means, so that every member puts the same scalars into the round's message.
-  double dc_means[2] = {round_loss_sum_ / static_cast<double>(round_steps_),
-                        compute_seconds() - round_start_compute_s_};
-  intra_mpi_->allreduce_sum(dc_means, 2);
-  const double loss = dc_means[0] / topo_.ranks_per_dc;
-  const double dc_tokens_per_step =
-      static_cast<double>(tokens_per_step()) / static_cast<double>(topo_.num_dcs);
+  // One tiny intra-dc collective per round: the dc's means, so that every member puts the same
+  // scalars into the round's message, and the round's gradient-noise sums of its samples.
+  std::array<double, 2 + NoiseSums::kCount> dc_sums{};
+  dc_sums[0] = round_loss_sum_ / static_cast<double>(round_steps_);
+  dc_sums[1] = compute_seconds() - round_start_compute_s_;
+  const auto noise = round_noise_.to_array();
+  std::copy(noise.begin(), noise.end(), dc_sums.begin() + 2);
+  intra_mpi_->allreduce_sum(dc_sums.data(), dc_sums.size());
+  std::array<double, NoiseSums::kCount> dc_noise{};
+  std::copy(dc_sums.begin() + 2, dc_sums.end(), dc_noise.begin());
+  const BatchDecision decision = batch_->next_batch(NoiseSums::from_array(dc_noise));
+
+  const double sequence_tokens =
+      static_cast<double>(topo_.ranks_per_dc * config_.model.seq_len * round_steps_);
   RoundInput in;
   in.round = rounds_ + 1;
-  in.step = step_;
+  in.step = progress_step();
   in.H = round_steps_;
-  in.loss = loss;
+  in.loss = dc_sums[0] / topo_.ranks_per_dc;
   in.lr_sum = round_lr_sum_;
-  in.tokens = dc_tokens_per_step * static_cast<double>(round_steps_);
-  in.nominal_tokens = in.tokens;  // equal batches on every dc: uniform weights
-  in.seconds = dc_means[1] / topo_.ranks_per_dc;
+  // Dcs weigh in by their tokens (ALGORITHMS.md §1): relative to the first round's batch, so
+  // that equal batches give weights of exactly 1.
+  in.tokens = static_cast<double>(dc_batches_[static_cast<size_t>(topo_.dc)]) * sequence_tokens;
+  in.nominal_tokens = static_cast<double>(initial_batch_) * sequence_tokens;
+  in.seconds = dc_sums[1] / topo_.ranks_per_dc;
+  in.dc = topo_.dc;
+  in.next_batch = static_cast<double>(decision.batch);
+  in.demand = decision.demand;
   const RoundStats s = outer_->sync(*params_, in);
+  const std::vector<int64_t> round_batches = dc_batch_sequences();
+  for (size_t d = 0; d < dc_batches_.size(); ++d)
+    dc_batches_[d] = std::llround(s.next_batch[d]);
+  round_noise_ = NoiseSums{};
   ++rounds_;
   h_per_round_.push_back(round_steps_);
   H_ = controller_->next_interval(s);
@@ -212,7 +247,7 @@ RoundStats Trainer::end_round() {
   round_steps_ = 0;
   round_loss_sum_ = 0.0;
   round_lr_sum_ = 0.0;
-  log_round(s);
+  log_round(s, round_batches);
   return s;
 }
 
@@ -272,9 +307,11 @@ double Trainer::sim_seconds() const {
 
 void Trainer::log_step(const StepResult& r, double interval_loss, double interval_s) {
   const double tokens_per_s =
-      static_cast<double>(tokens_per_step() * config_.run.log_every) / std::max(interval_s, 1e-9);
+      static_cast<double>(tokens_ - loop_.tokens_at_log) / std::max(interval_s, 1e-9);
+  loop_.tokens_at_log = tokens_;
   if (options_.print_progress) {
-    ProgressState p{step_, config_.run.steps, interval_loss, r.lr, tokens_per_s, wall_.seconds()};
+    ProgressState p{progress_step(), config_.run.steps, interval_loss, r.lr,
+                    tokens_per_s,    wall_.seconds()};
     p.dcs = topo_.num_dcs;
     p.rounds = rounds_;
     p.inter_dc_bytes = inter_dc_bytes();
@@ -286,7 +323,8 @@ void Trainer::log_step(const StepResult& r, double interval_loss, double interva
                                .add("loss", interval_loss)
                                .add("lr", r.lr)
                                .add("grad_norm", r.grad_norm)
-                               .add("tokens", step_ * tokens_per_step())
+                               .add("tokens", tokens_)
+                               .add("batch", dc_batch_sequences())
                                .add("tokens_per_s", tokens_per_s)
                                .add("rounds", rounds_)
                                .add("inter_dc_bytes", inter_dc_bytes())
@@ -294,15 +332,25 @@ void Trainer::log_step(const StepResult& r, double interval_loss, double interva
                                .add("elapsed_s", wall_.seconds()));
 }
 
-void Trainer::log_round(const RoundStats& s) {
+void Trainer::log_round(const RoundStats& s, const std::vector<int64_t>& batches) {
   if (!run_dir_) return;
+  std::vector<int64_t> next_batch;
+  std::vector<double> demand;
+  for (size_t d = 0; d < s.next_batch.size(); ++d) {
+    next_batch.push_back(std::llround(s.next_batch[d]) * topo_.ranks_per_dc);
+    demand.push_back(s.demand[d] * static_cast<double>(topo_.ranks_per_dc));
+  }
   run_dir_->append_sync(JsonObject()
                             .add("round", s.round)
-                            .add("step", s.step)
+                            .add("step", step_)
                             .add("H", s.H)
                             .add("loss", s.loss)
                             .add("lr_sum", s.lr_sum)
                             .add("tokens", s.tokens)
+                            .add("progress_step", s.step)
+                            .add("batch", batches)
+                            .add("next_batch", next_batch)
+                            .add("batch_demand", demand)
                             .add("inter_dc_bytes", s.dc_bytes * topo_.num_dcs)
                             .add("link_s", s.link_s)
                             .add("delta_norm", std::sqrt(s.avg_delta_sq))
@@ -356,7 +404,7 @@ TrainSummary Trainer::train() {
   since_checkpoint_.reset();
   Timer interval;
   const auto& run = config_.run;
-  while (step_ < run.steps) {
+  while (!finished()) {
     // Every rank learns of a signal or a due checkpoint at the same step, one step after the
     // first rank raised it.
     const unsigned agreed = stop_.poll(checkpoint_flags());
@@ -372,7 +420,7 @@ TrainSummary Trainer::train() {
     const StepResult r = train_step();
     loop_.loss_sum += r.loss;
     ++loop_.loss_count;
-    const bool last = step_ == run.steps;
+    const bool last = finished();
     if (step_ % run.log_every == 0 || last) {
       loop_.final_train_loss = world_mean(loop_.loss_sum / static_cast<double>(loop_.loss_count));
       log_step(r, loop_.final_train_loss, interval.seconds());
@@ -400,7 +448,8 @@ TrainSummary Trainer::train() {
   s.final_train_loss = loop_.final_train_loss;
   s.final_eval_loss = loop_.final_eval_loss;
   s.steps = step_;
-  s.tokens = step_ * tokens_per_step();
+  s.tokens = tokens_;
+  s.final_batch = dc_batch_sequences();
   s.rounds = rounds_;
   s.inter_dc_bytes = inter_dc_bytes();
   s.wall_s = wall_.seconds();
@@ -441,6 +490,8 @@ void Trainer::write_summary(const TrainSummary& s) {
           .add("controller", outer_method() ? controller_->name() : std::string("none"))
           .add("correction", config_.outer.correction)
           .add("h_per_round", s.h_per_round)
+          .add("batch_controller", batch_->name())
+          .add("final_batch", s.final_batch)
           .add("stopped_by_signal", s.stopped_by_signal)
           .add("world_size", int64_t{topo_.world_size})
           .add("num_dcs", int64_t{topo_.num_dcs})

@@ -27,7 +27,9 @@
 #include "autoloco/optim/flat_params.hpp"
 #include "autoloco/optim/inner_optimizer.hpp"
 #include "autoloco/optim/round_stats.hpp"
+#include "autoloco/sched/batch_controller.hpp"
 #include "autoloco/sched/interval_controller.hpp"
+#include "autoloco/train/batch_step.hpp"
 #include "autoloco/train/gradient_sync.hpp"
 #include "autoloco/train/outer_sync.hpp"
 #include "autoloco/util/timer.hpp"
@@ -66,6 +68,7 @@ struct TrainSummary {
   double sim_time_s = 0.0;  // compute time + link time
   double compute_utilisation = 1.0;
   std::vector<int64_t> h_per_round;
+  std::vector<int64_t> final_batch;  // per dc: sequences per inner step of the last round
   bool stopped_by_signal = false;
 };
 
@@ -106,7 +109,17 @@ class Trainer {
   // The outer optimizer (outer methods), e.g. for the momentum and lr its last step used.
   const OuterOptimizer& outer_optimizer() const { return outer_->optimizer(); }
   const WanLink& wan() const { return *wan_; }
-  int64_t tokens_per_step() const;  // all ranks
+  // Tokens of one inner step of the current round, all ranks (dcs may run different batches).
+  int64_t tokens_per_step() const;
+  int64_t tokens() const { return tokens_; }  // done so far, all ranks
+  // Progress in inner steps at the initial batch: the clock of the lr schedule and of every
+  // step-keyed schedule; the run ends when it reaches run.steps. Equals step() for a fixed batch.
+  int64_t progress_step() const { return tokens_ / initial_tokens_per_step_; }
+  bool finished() const { return progress_step() >= config_.run.steps; }
+  // Sequences per rank of each dc's current round (batch.controller), and this rank's plan.
+  const std::vector<int64_t>& dc_batches() const { return dc_batches_; }
+  BatchPlan batch_plan() const { return batch_->plan(); }
+  const BatchController& batch_controller() const { return *batch_; }
   bool outer_method() const { return config_.outer.method != "ddp"; }
 
  private:
@@ -118,6 +131,7 @@ class Trainer {
     bool eval_due = false;
     double final_train_loss = NAN;
     double final_eval_loss = NAN;
+    int64_t tokens_at_log = 0;  // tokens_ at the last metrics line
   };
   // Where a resumed run's files stood when the checkpoint was written.
   struct Resumed {
@@ -143,11 +157,14 @@ class Trainer {
   // interval.check_consistency: one all-gather; throws CommError naming two ranks that differ.
   void check_round_consistency(const RoundStats& s);
   double world_mean(double value);
+  double lr_scale() const;                          // batch.lr_scaling for this dc's current batch
+  std::vector<int64_t> dc_batch_sequences() const;  // per dc, sequences per inner step
   int64_t inter_dc_bytes() const;
   double compute_seconds() const;  // wall time outside inter-dc all-reduces
   double sim_seconds() const;      // compute time + simulated link time
   void log_step(const StepResult& r, double interval_loss, double interval_s);
-  void log_round(const RoundStats& s);
+  // `batches`: each dc's sequences per step in the round just ended.
+  void log_round(const RoundStats& s, const std::vector<int64_t>& batches);
   void log_eval(double eval_loss);
   void write_summary(const TrainSummary& s);
 
@@ -169,6 +186,13 @@ class Trainer {
   std::unique_ptr<GradientSync> grad_sync_;
   std::unique_ptr<OuterSync> outer_;
   std::unique_ptr<IntervalController> controller_;
+  std::unique_ptr<BatchController> batch_;
+  std::unique_ptr<GradientSamples> samples_;  // when the batch controller tests the noise
+  NoiseSums round_noise_;                     // this rank's share of the round's sums
+  std::vector<int64_t> dc_batches_;           // per dc, sequences per rank this round
+  int64_t initial_batch_ = 0;                 // sequences per rank of the first round
+  int64_t initial_tokens_per_step_ = 1;
+  int64_t tokens_ = 0;
   std::unique_ptr<TokenDataset> train_data_;
   std::unique_ptr<TokenDataset> val_data_;
   std::unique_ptr<BatchStream> stream_;

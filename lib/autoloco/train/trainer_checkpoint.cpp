@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <array>
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
@@ -121,6 +122,10 @@ ManifestFile Trainer::write_global_file(const std::string& dir, const std::strin
   w.write("counters/H", H_);
   w.write("counters/h_per_round", h_per_round_);
   w.write("counters/round_lr_sum", round_lr_sum_);
+  w.write("counters/tokens", tokens_);
+  w.write("counters/tokens_at_log", loop_.tokens_at_log);
+  w.write("batch/controller", batch_->name());
+  w.write("batch/dc_batches", dc_batches_);
   w.write("loop/eval_due", int64_t{loop_.eval_due});
   w.write("loop/final_train_loss", loop_.final_train_loss);
   w.write("loop/final_eval_loss", loop_.final_eval_loss);
@@ -146,6 +151,7 @@ ManifestFile Trainer::write_dc_file(const std::string& dir) {
     write_tensor(w, "adamw/exp_avg", adamw->exp_avg());
     write_tensor(w, "adamw/exp_avg_sq", adamw->exp_avg_sq());
   }
+  w.write("batch/state", batch_->state());
   return finish(w, name);
 }
 
@@ -165,6 +171,8 @@ ManifestFile Trainer::write_rank_file(const std::string& dir) {
   w.write("loop/loss_count", loop_.loss_count);
   w.write("round/loss_sum", round_loss_sum_);
   w.write("round/start_compute_s", round_start_compute_s_);
+  const auto noise = round_noise_.to_array();
+  w.write("round/noise_sums", std::vector<double>(noise.begin(), noise.end()));
   w.write("clock/wall_s", wall_.seconds());
   const WanCounters c = wan_->counters();
   w.write("wan/dc_bytes", c.dc_bytes);
@@ -317,11 +325,14 @@ void Trainer::check_resumable(const std::string& path) {
         path, diff));
   }
   const int64_t step = g.read_int("counters/step");
-  if (config_.run.steps < step) {
+  // run.steps counts steps at the initial batch: an adaptive batch has made fewer, larger ones.
+  const int64_t progress =
+      g.has("counters/tokens") ? g.read_int("counters/tokens") / initial_tokens_per_step_ : step;
+  if (config_.run.steps < progress) {
     throw ResumeMismatch(fmt::format(
         "cannot resume from '{}': it is at step {} and run.steps is {}; give run.steps of at "
         "least {} (--set run.steps=N)",
-        path, step, config_.run.steps, step));
+        path, progress, config_.run.steps, progress));
   }
   const Config saved = parse_config(g.read_string("config"), {}, path + "/" + kGlobalFile);
   const std::vector<ConfigChange> changes = check_config_resumable(saved, config_, path);
@@ -345,6 +356,11 @@ Trainer::Resumed Trainer::load_checkpoint(const std::string& path) {
     H_ = g.read_int("counters/H");
     h_per_round_ = g.read_i64("counters/h_per_round");
     round_lr_sum_ = g.read_double("counters/round_lr_sum");
+    // Checkpoints from before adaptive batches (same format) ran a fixed batch.
+    tokens_ = g.has("counters/tokens") ? g.read_int("counters/tokens") : step_ * tokens_per_step();
+    loop_.tokens_at_log =
+        g.has("counters/tokens_at_log") ? g.read_int("counters/tokens_at_log") : tokens_;
+    if (g.has("batch/dc_batches")) dc_batches_ = g.read_i64("batch/dc_batches");
     loop_.eval_due = g.read_int("loop/eval_due") != 0;
     loop_.final_train_loss = g.read_double("loop/final_train_loss");
     loop_.final_eval_loss = g.read_double("loop/final_eval_loss");
@@ -375,6 +391,7 @@ Trainer::Resumed Trainer::load_checkpoint(const std::string& path) {
       read_tensor(d, "adamw/exp_avg_sq", m2);
       adamw->set_state(d.read_int("adamw/step"), m1, m2);
     }
+    batch_->load_state(d.has("batch/state") ? d.read_f64("batch/state") : std::vector<double>{});
   }
   {
     const std::string name = rank_file(topo_.world_rank);
@@ -392,6 +409,16 @@ Trainer::Resumed Trainer::load_checkpoint(const std::string& path) {
     loop_.loss_count = k.read_int("loop/loss_count");
     round_loss_sum_ = k.read_double("round/loss_sum");
     round_start_compute_s_ = k.read_double("round/start_compute_s");
+    if (k.has("round/noise_sums")) {
+      const std::vector<double> noise = k.read_f64("round/noise_sums");
+      if (noise.size() != NoiseSums::kCount) {
+        throw CheckpointError(fmt::format("'{}/{}': round/noise_sums holds {} values, not {}", path,
+                                          name, noise.size(), NoiseSums::kCount));
+      }
+      std::array<double, NoiseSums::kCount> a{};
+      std::copy(noise.begin(), noise.end(), a.begin());
+      round_noise_ = NoiseSums::from_array(a);
+    }
     resumed_wall_s_ = k.read_double("clock/wall_s");
     wan_->restore(WanCounters{k.read_int("wan/dc_bytes"), k.read_int("wan/messages"),
                               k.read_double("wan/link_s"), k.read_double("wan/wall_s")});

@@ -73,6 +73,16 @@ JsonObject& JsonObject::add(const std::string& key, const std::vector<int64_t>& 
   return *this;
 }
 
+JsonObject& JsonObject::add(const std::string& key, const std::vector<double>& values) {
+  std::string out = "[";
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (i > 0) out += ",";
+    out += std::isfinite(values[i]) ? fmt::format("{:.17g}", values[i]) : "null";
+  }
+  add_raw(key, out + "]");
+  return *this;
+}
+
 JsonObject& JsonObject::add(const std::string& key, const JsonObject& value) {
   add_raw(key, value.str());
   return *this;

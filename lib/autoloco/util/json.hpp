@@ -19,6 +19,7 @@ class JsonObject {
     return add(key, std::string(value));
   }
   JsonObject& add(const std::string& key, const std::vector<int64_t>& values);
+  JsonObject& add(const std::string& key, const std::vector<double>& values);  // NaN as null
   JsonObject& add(const std::string& key, const JsonObject& value);
   JsonObject& add(const std::string& key, const std::vector<JsonObject>& values);
 

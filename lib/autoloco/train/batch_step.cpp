@@ -1,0 +1,53 @@
+#include "autoloco/train/batch_step.hpp"
+
+namespace autoloco {
+
+double forward_backward(GPT& model, FlatParams& params, BatchStream& stream, const BatchPlan& plan,
+                        torch::Device device, GradientSamples* samples) {
+  params.zero_grad();
+  double loss_sum = 0.0;
+  // Equal micro-batches: the batch's mean loss is the mean of theirs, and so is its gradient.
+  const double scale = 1.0 / static_cast<double>(plan.accum);
+  for (int64_t micro = 0; micro < plan.accum; ++micro) {
+    Batch batch = stream.next(plan.micro_batch);
+    const torch::Tensor logits = model->forward(batch.inputs.to(device));
+    const torch::Tensor loss = lm_loss(logits, batch.targets.to(device));
+    (loss * scale).backward();
+    loss_sum += loss.item<double>();
+    if (samples) samples->after_micro_batch(params, micro + 1, plan.accum);
+  }
+  return loss_sum * scale;
+}
+
+void GradientSamples::after_micro_batch(FlatParams& params, int64_t done, int64_t accum) {
+  if (per_rank_ != 2 || 2 * done != accum) return;
+  // Half of the micro-batches, each scaled by 1/accum: twice that is the first half's mean.
+  torch::NoGradGuard no_grad;
+  sample_ = params.grads() * 2.0;
+}
+
+void GradientSamples::before_sync(FlatParams& params) {
+  if (per_rank_ != 1) return;
+  torch::NoGradGuard no_grad;
+  if (!sample_.defined()) sample_ = torch::empty_like(params.grads());
+  sample_.copy_(params.grads());
+}
+
+void GradientSamples::after_sync(FlatParams& params, NoiseSums& sums) {
+  torch::NoGradGuard no_grad;
+  const torch::Tensor& mean = params.grads();
+  const double mean_sq = mean.dot(mean).item<double>();
+  double norms[2] = {};
+  double dots[2] = {};
+  norms[0] = sample_.dot(sample_).item<double>();
+  dots[0] = sample_.dot(mean).item<double>();
+  if (per_rank_ == 2) {
+    // A dc of one rank: ḡ is the mean of the two halves, so the second is 2ḡ − g_1.
+    const torch::Tensor second = mean * 2.0 - sample_;
+    norms[1] = second.dot(second).item<double>();
+    dots[1] = second.dot(mean).item<double>();
+  }
+  sums.add_step(norms, dots, static_cast<size_t>(per_rank_), mean_sq, count_mean_);
+}
+
+}  // namespace autoloco

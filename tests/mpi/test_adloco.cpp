@@ -1,0 +1,170 @@
+// AdLoCo across datacenters (4 ranks): the outer average weighs dcs by their tokens, each dc's
+// batch grows from its own gradient samples (per member in dcs of 2 ranks, the two halves of
+// the batch in dcs of one rank), the run ends at the tokens of run.steps initial steps, and a
+// run stopped in the middle of a round resumes bitwise equal with the batch state restored.
+// LibTorch first: Debian's LibTorch pulls in glog, whose CHECK would replace Catch's.
+#include <torch/torch.h>
+
+#include <mpi.h>
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+
+#include "../support/resume_check.hpp"
+#include "../support/shared_corpus.hpp"
+#include "autoloco/comm/hierarchical_allreduce.hpp"
+#include "autoloco/train/outer_sync.hpp"
+#include "autoloco/train/trainer.hpp"
+
+using namespace autoloco;
+using test::check_same_state;
+using test::lines_without_clock;
+using test::SharedCorpus;
+
+namespace {
+
+int world_rank() {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  return rank;
+}
+
+struct Vector : torch::nn::Module {
+  torch::Tensor w;
+  explicit Vector(int64_t n) { w = register_parameter("w", torch::zeros({n})); }
+};
+
+Config adloco_config(const SharedCorpus& corpus, int ranks_per_dc, const std::string& name) {
+  Config c = corpus.config(ranks_per_dc);
+  c.run.name = name;
+  c.run.steps = 48;
+  c.run.eval_every = 12;
+  c.run.log_every = 3;
+  c.inner.warmup_steps = 4;
+  c.interval.H = 4;
+  c.data.batch_size = 2;
+  c.batch.controller = "adloco";
+  c.batch.theta = 0.05;  // asks for far more than the gradient noise needs: grows every round
+  c.batch.max_growth = 1.5;
+  c.batch.max_batch = 6;
+  c.batch.max_micro_batch = 2;  // above 2 sequences per rank the step accumulates
+  c.batch.lr_scaling = "sqrt";
+  c.ckpt.every_minutes = 0;
+  c.ckpt.keep_last = 10;
+  return c;
+}
+
+TrainSummary run(const Config& c, const std::string& resume = "", int64_t stop_at = -1) {
+  TrainerOptions o;
+  o.print_progress = false;
+  o.resume = resume;
+  o.stop_at_step = stop_at;
+  Trainer trainer(c, MPI_COMM_WORLD, o);
+  return trainer.train();
+}
+
+std::string run_dir(const Config& c) {
+  return c.run.out_dir + "/" + c.run.name;
+}
+
+}  // namespace
+
+TEST_CASE("the outer average weighs each dc's pseudo-gradient by its tokens", "[np=4][adloco]") {
+  // 4 dcs of one rank, outer local_sgd (lr 1, no momentum): the new anchor is exactly the
+  // token-weighted mean of the replicas.
+  const Topology topo = Topology::from_world(MPI_COMM_WORLD, 1);
+  MpiCommunicator intra(MPI_COMM_WORLD, topo.dc, topo.member);
+  MpiCommunicator inter(MPI_COMM_WORLD, topo.member, topo.dc);
+  WanLink link(inter, WanModel{1.0, 50.0, false, topo.num_dcs, 1});
+  HierarchicalAllreduce reducer(intra, link);
+  Vector module(5);
+  FlatParams params(module);
+  Config c = parse_config("", {"outer.method=local_sgd"});
+  OuterSync sync(c.outer, 4, params, reducer, link, torch::kCPU);
+  const torch::Tensor anchor = sync.anchor().clone();
+  auto replica = [&](int dc) { return anchor + torch::arange(5).to(torch::kFloat) * (dc + 1.0F); };
+  {
+    torch::NoGradGuard no_grad;
+    params.values().copy_(replica(topo.dc));
+  }
+  RoundInput in;
+  in.round = 1;
+  in.H = 4;
+  in.loss = 1.0;
+  in.tokens = 100.0 * (topo.dc + 1);  // dc d ran a batch d + 1 times the first one's
+  in.nominal_tokens = 100.0;
+  in.dc = topo.dc;
+  in.next_batch = 8.0 * (topo.dc + 1);
+  in.demand = topo.dc == 2 ? std::nan("") : 3.5 * topo.dc;
+  const RoundStats s = sync.sync(params, in);
+
+  torch::Tensor expected = torch::zeros({5});
+  for (int d = 0; d < 4; ++d)
+    expected += replica(d) * static_cast<float>(d + 1) / 10.0F;
+  CHECK(torch::allclose(sync.anchor(), expected, 1e-6, 1e-6));
+  CHECK(torch::equal(params.values(), sync.anchor()));
+  CHECK(s.tokens == 1000.0);
+  CHECK(s.next_batch == std::vector<double>{8.0, 16.0, 24.0, 32.0});
+  REQUIRE(s.demand.size() == 4);
+  CHECK(s.demand[1] == 3.5);
+  CHECK(std::isnan(s.demand[2]));
+}
+
+TEST_CASE("adloco: each dc of one rank grows its batch from the halves of its batch",
+          "[np=4][adloco]") {
+  const SharedCorpus corpus("adloco-halves");
+  Config c = adloco_config(corpus, 1, "halves");
+  c.batch.test = "inner_product";
+  c.batch.nu = 0.05;
+  c.batch.vartheta = 0.05;
+  Trainer trainer(c, MPI_COMM_WORLD, {true, false});
+  CHECK(trainer.batch_plan().accum == 2);  // two halves of one sequence each
+  const TrainSummary s = trainer.train();
+  // Equal tokens: the run stops once it has the tokens of 48 steps at the initial batch, in
+  // fewer steps since the batch grew.
+  const int64_t initial = 4 * 2 * c.model.seq_len;
+  CHECK(s.tokens >= 48 * initial);
+  CHECK(s.tokens < 48 * initial + trainer.tokens_per_step());
+  CHECK(s.steps < 48);
+  CHECK(*std::max_element(s.final_batch.begin(), s.final_batch.end()) > 2);
+  CHECK(trainer.progress_step() == 48);
+  if (world_rank() == 0) {
+    std::ifstream syncs(run_dir(c) + "/syncs.jsonl");
+    std::string first;
+    std::getline(syncs, first);
+    CHECK(first.find("\"batch\":[2,2,2,2]") != std::string::npos);
+    CHECK(first.find("\"batch_demand\":[") != std::string::npos);
+    CHECK(first.find("\"batch_demand\":[null") == std::string::npos);
+  }
+}
+
+TEST_CASE("adloco: a run stopped in the middle of a round resumes bitwise equal",
+          "[np=4][adloco][resume]") {
+  const SharedCorpus corpus("adloco-resume");
+  const Config ref = adloco_config(corpus, 2, "reference");
+  const TrainSummary full = run(ref);
+  REQUIRE(full.steps < 48);
+  // The batch grew (2 -> 3 -> 4 -> 6 sequences per rank): steps of one, two and three
+  // micro-batches.
+  REQUIRE(full.final_batch == std::vector<int64_t>{12, 12});
+
+  const Config cut = adloco_config(corpus, 2, "cut");
+  const int64_t stop = 13;  // round 4 (steps 13 to 16) runs 2 micro-batches per step
+  REQUIRE(stop % ref.interval.H != 0);
+  const TrainSummary first = run(cut, "", stop);
+  CHECK(first.steps == stop);
+  const TrainSummary rest = run(cut, "auto");
+  CHECK(rest.steps == full.steps);
+  CHECK(rest.tokens == full.tokens);
+  MPI_Barrier(MPI_COMM_WORLD);
+  const std::string last = "/checkpoints/" + checkpoint_name(full.steps);
+  check_same_state(run_dir(ref) + last, run_dir(cut) + last);
+  if (world_rank() == 0) {
+    for (const char* file : {"/metrics.jsonl", "/syncs.jsonl"}) {
+      INFO(file);
+      CHECK(lines_without_clock(run_dir(ref) + file) == lines_without_clock(run_dir(cut) + file));
+    }
+  }
+}

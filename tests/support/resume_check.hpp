@@ -1,0 +1,76 @@
+// Helpers of the exact-resume tests: two checkpoints hold the same state bit for bit, and two
+// runs wrote the same metrics and syncs lines, apart from what measures wall-clock time.
+#pragma once
+
+#include <mpi.h>
+#include <torch/torch.h>
+#include <catch2/catch.hpp>
+
+#include <fstream>
+#include <regex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "autoloco/ckpt/h5_file.hpp"
+#include "autoloco/ckpt/layout.hpp"
+#include "autoloco/ckpt/manifest.hpp"
+
+namespace autoloco::test {
+
+// metrics.jsonl or syncs.jsonl without the fields that measure wall-clock time.
+inline std::vector<std::string> lines_without_clock(const std::string& path) {
+  static const std::regex clock(
+      R"re(,"(elapsed_s|sim_time_s|tokens_per_s|round_s)":[-0-9.eE+a-z]+)re");
+  std::ifstream in(path);
+  std::vector<std::string> out;
+  for (std::string line; std::getline(in, line);)
+    out.push_back(std::regex_replace(line, clock, ""));
+  return out;
+}
+
+// Datasets whose values legitimately differ between two runs of the same state: wall-clock,
+// the run's own name and files, and why the checkpoint was taken.
+inline bool clock_or_name(const std::string& dataset) {
+  static const std::set<std::string> skipped = {"config",
+                                                "reason",
+                                                "clock/wall_s",
+                                                "wan/wall_s",
+                                                "round/start_compute_s",
+                                                "run/metrics_bytes",
+                                                "run/syncs_bytes"};
+  return skipped.count(dataset) > 0;
+}
+
+// Every dataset of checkpoint `a` equals `b`'s, bit for bit (by the manifests' CRC-32 of their
+// bytes, and the anchor and replicas also by value). Rank 0 checks; the files are shared.
+inline void check_same_state(const std::string& a, const std::string& b, int dcs = 2) {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (rank != 0) return;
+  const Manifest ma = read_manifest(a);
+  const Manifest mb = read_manifest(b);
+  REQUIRE(ma.step == mb.step);
+  REQUIRE(ma.files.size() == mb.files.size());
+  for (const ManifestFile& fa : ma.files) {
+    const ManifestFile* fb = mb.find(fa.name);
+    REQUIRE(fb != nullptr);
+    for (const auto& [name, sum] : fa.datasets) {
+      if (clock_or_name(name)) continue;
+      INFO(fa.name << ": " << name);
+      REQUIRE(fb->datasets.count(name) == 1);
+      CHECK(fb->datasets.at(name).bytes == sum.bytes);
+      CHECK(fb->datasets.at(name).crc == sum.crc);
+    }
+  }
+  const H5Reader ga(a + "/" + kGlobalFile), gb(b + "/" + kGlobalFile);
+  CHECK(ga.read_f32("outer/anchor") == gb.read_f32("outer/anchor"));
+  CHECK(ga.read_f32("outer/momentum") == gb.read_f32("outer/momentum"));
+  CHECK(ga.read_i64("counters/h_per_round") == gb.read_i64("counters/h_per_round"));
+  for (int dc = 0; dc < dcs; ++dc) {
+    const H5Reader da(a + "/" + dc_file(dc)), db(b + "/" + dc_file(dc));
+    CHECK(da.read_f32("replica/values") == db.read_f32("replica/values"));
+  }
+}
+
+}  // namespace autoloco::test
