@@ -62,6 +62,10 @@ SHORT = {
     "interval.controller": "",
     "outer.method": "",
     "interval.q_target": "q",
+    "batch.theta": "theta",
+    "batch.controller": "",
+    "batch.test": "",
+    "batch.lr_scaling": "lr",
     "run.seed": "s",
 }
 
