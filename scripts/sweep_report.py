@@ -15,6 +15,14 @@ effective config.yaml (any setting, including those the summary lacks, flattened
   loss_vs_rounds.png      final eval loss against rounds: the curves and the adaptive runs
   loss_vs_time.png        eval loss over training against simulated time at the configured link
   h_over_training.png     H per round of every adaptive run
+  batch.md                with adaptive batches (a run whose batch_controller is not "fixed"):
+                          one row per configuration, seeds pooled: steps, tokens, final batch,
+                          batch changes, loss, link and simulated time
+  batch_over_training.png with adaptive batches: the batch per round (mean over dcs) against
+                          the progress in steps at the initial batch, one line per run
+
+A run whose summary.json has no batch_controller (written before adaptive batches) is a
+fixed-batch run; one without final_batch has no final batch, and its batch cells stay empty.
 
 The saving: saving = 1 − R_A/R_D at equal eval loss, interpolated on log R along the DiLoCo
 curve, as ALGORITHMS.md §2 defines. A curve (the spec's "curves": groups and an optional
@@ -30,9 +38,20 @@ point and is a lower bound (≥). Above the whole curve (worse than its cheapest
 1 − R_A/R_cheapest and an upper bound (≤). Every seed counts in the mean; the flags say which
 are bounds.
 
-Simulated time (loss_vs_time.png): step × c + the link seconds of the rounds that ended at or
-before that step, where c is the median over the finished runs of (sim_time_s − link_s) / steps:
-one compute cost per step for every run, free of the noise of a shared machine.
+Simulated time (loss_vs_time.png, batch.md): tokens × c_tok + the link seconds of the rounds
+that ended by then, where tokens are the tokens (all ranks) done by then and c_tok is the median
+over the finished runs of (sim_time_s − link_s) / tokens: one compute cost per token for every
+run, free of the noise of a shared machine, and fair between runs whose batches differ (a step
+of a grown batch costs more). With one fixed batch for every run, tokens are proportional to
+steps and this is step × c with c = c_tok × tokens per step, the median compute seconds per step.
+The tokens done at an evaluation are interpolated (linearly in steps, exact within a round, whose
+batch is fixed) between the known points: 0 at step 0, each round's end (syncs.jsonl: the sum of
+the rounds' tokens), each training line of metrics.jsonl and the summary's steps and tokens. A
+configuration's line averages its seeds at equal simulated time (their losses interpolated
+linearly in time; the first and last points are the means of the seeds' first and last
+evaluations), since seeds whose batch or interval adapt evaluate at different steps. In a sweep
+with adaptive batches, loss_vs_time.png also draws every configuration that is neither a curve
+point nor in an adaptive group.
 """
 import csv
 import json
@@ -46,10 +65,12 @@ import yaml
 from results_table import si
 
 # Settings read from every run's config for results.csv, after the grid keys.
-SETTINGS = ["interval.H", "outer.momentum", "outer.momentum_schedule", "outer.correction"]
-# Outcomes from summary.json for results.csv; mean_H (steps / rounds) is computed.
+SETTINGS = ["interval.H", "outer.momentum", "outer.momentum_schedule", "outer.correction",
+            "batch.controller", "batch.test", "batch.theta", "batch.lr_scaling"]
+# Outcomes from summary.json for results.csv; mean_H (steps / rounds) and final_batch_mean (the
+# mean over dcs of final_batch) are computed.
 OUTCOMES = ["steps", "tokens", "rounds", "inter_dc_bytes", "final_eval_loss",
-            "final_train_loss", "mean_H", "wall_s", "link_s", "sim_time_s",
+            "final_train_loss", "mean_H", "final_batch_mean", "wall_s", "link_s", "sim_time_s",
             "compute_utilisation"]
 WORSE = "above the whole curve: upper bound against its cheapest point"
 LOWER_BOUND = "below the whole curve: lower bound against its best point"
@@ -100,10 +121,13 @@ class Run:
         return self.grid[key] if key in self.grid else self.config.get(key)
 
     def outcome(self, key):
-        """A summary value for results.csv; mean_H is steps per round."""
+        """A summary value for results.csv; mean_H is steps per round, final_batch_mean the
+        mean over dcs of final_batch (empty without one)."""
         if key == "mean_H":
             rounds = self.summary.get("rounds")
             return self.summary["steps"] / rounds if rounds else None
+        if key == "final_batch_mean":
+            return self.final_batch_mean
         return self.summary.get(key)
 
     @property
@@ -114,13 +138,79 @@ class Run:
     def rounds(self):
         return self.summary["rounds"]
 
+    @property
+    def tokens(self):
+        """Tokens of the run, all ranks; None in a summary without them."""
+        return self.summary.get("tokens")
+
+    @property
+    def batch_controller(self):
+        """"fixed" or "adloco"; a run written before adaptive batches is a fixed-batch run."""
+        return self.summary.get("batch_controller") or self.config.get("batch.controller") \
+            or "fixed"
+
+    @property
+    def adaptive_batch(self):
+        return self.batch_controller != "fixed"
+
+    @property
+    def final_batch(self):
+        """Sequences per inner step of every dc in the last round run: syncs.jsonl's last
+        `batch` (in the first AdLoCo builds summary.json's final_batch held the choice for a
+        round that never ran), else summary.json's final_batch; None without either."""
+        syncs = self.syncs()
+        if syncs and syncs[-1].get("batch"):
+            return syncs[-1]["batch"]
+        return self.summary.get("final_batch") or None
+
+    @property
+    def final_batch_mean(self):
+        return float(np.mean(self.final_batch)) if self.final_batch else None
+
+    def batch_changes(self):
+        """Rounds whose batch (any dc's) differs from the previous round's; None when the
+        rounds do not record their batch."""
+        batches = [s.get("batch") for s in self.syncs()]
+        if not batches or any(b is None for b in batches):
+            return None
+        return sum(a != b for a, b in zip(batches, batches[1:]))
+
+    def metrics(self):
+        if not hasattr(self, "_metrics"):
+            self._metrics = read_jsonl(os.path.join(self.dir, "metrics.jsonl"))
+        return self._metrics
+
     def evals(self):
         """(step, eval loss) of every evaluation over training."""
-        return [(m["step"], m["eval_loss"]) for m in read_jsonl(
-            os.path.join(self.dir, "metrics.jsonl")) if "eval_loss" in m]
+        return [(m["step"], m["eval_loss"]) for m in self.metrics() if "eval_loss" in m]
 
     def syncs(self):
-        return read_jsonl(os.path.join(self.dir, "syncs.jsonl"))
+        if not hasattr(self, "_syncs"):
+            self._syncs = read_jsonl(os.path.join(self.dir, "syncs.jsonl"))
+        return self._syncs
+
+    def tokens_at(self, step):
+        """Tokens (all ranks) done by an inner step, linear in steps between the known points:
+        0 at step 0, every round's end (the sum of the rounds' tokens in syncs.jsonl, whose
+        lines hold each round's own), every training line of metrics.jsonl (tokens so far) and
+        the summary's steps and tokens. Exact at a round's end, where evaluations happen."""
+        known = {0: 0}
+        syncs = self.syncs()
+        if syncs and all("tokens" in s for s in syncs):
+            done = 0
+            for s in sorted(syncs, key=lambda s: s["step"]):
+                done += s["tokens"]
+                known[s["step"]] = done
+        known.update({m["step"]: m["tokens"] for m in self.metrics()
+                      if "tokens" in m and "eval_loss" not in m})
+        if self.tokens is not None:
+            known[self.summary["steps"]] = self.tokens
+        steps = sorted(known)
+        return float(np.interp(step, steps, [known[s] for s in steps]))
+
+    def link_at(self, step):
+        """Link seconds of the rounds that ended at or before an inner step."""
+        return float(sum(s["link_s"] for s in self.syncs() if s["step"] <= step))
 
 
 class Config:
@@ -144,6 +234,11 @@ class Config:
     @property
     def rounds(self):
         return mean_sd([r.rounds for r in self.runs])
+
+    @property
+    def adaptive_batch(self):
+        """Whether any of its runs adapted its batch (batch_controller not "fixed")."""
+        return any(r.adaptive_batch for r in self.runs)
 
 
 def load(out):
@@ -210,10 +305,32 @@ def grid_keys(entries):
     return list(dict.fromkeys(k for e in entries for k in (e.get("grid") or {})))
 
 
-def compute_per_step(runs):
-    """c: median over runs of (sim_time_s − link_s) / steps, the compute seconds per step."""
-    return float(np.median([(r.summary["sim_time_s"] - r.summary["link_s"])
-                            / r.summary["steps"] for r in runs]))
+def compute_per_token(runs):
+    """c_tok: median over the runs of (sim_time_s − link_s) / tokens, the compute seconds per
+    token (all ranks); None when no run has tokens."""
+    costs = [(r.summary["sim_time_s"] - r.summary["link_s"]) / r.tokens
+             for r in runs if r.tokens]
+    return float(np.median(costs)) if costs else None
+
+
+def sim_time(run, step, c_tok):
+    """Simulated seconds by an inner step: tokens done × c_tok + the link seconds of the rounds
+    ended by then."""
+    return run.tokens_at(step) * c_tok + run.link_at(step)
+
+
+def cost_text(runs, c_tok):
+    """c_tok in words for footers and labels, with the cost of a step when every fixed-batch
+    run has the same tokens per step (then simulated time is step × that + link)."""
+    if c_tok is None:
+        return "c_tok unknown (no summary.json has tokens)"
+    words = f"c_tok = {1e6 * c_tok:.4g} µs per token"
+    per_step = {r.tokens / r.summary["steps"] for r in runs
+                if not r.adaptive_batch and r.tokens and r.summary.get("steps")}
+    if len(per_step) == 1:
+        tokens = per_step.pop()
+        words += f" ({1000 * c_tok * tokens:.2f} ms per step of {tokens:g} tokens)"
+    return words
 
 
 def link_text(runs):
@@ -247,7 +364,7 @@ def write_results_csv(path, entries, runs):
             writer.writerow([text(row[k]) for k in header])
 
 
-def table_markdown(configs, entries, runs, c):
+def table_markdown(configs, entries, runs, c_tok):
     """One row per configuration with finished runs, seeds pooled; the footer defines the
     simulated time of loss_vs_time.png."""
     keys = grid_keys(entries)
@@ -264,9 +381,60 @@ def table_markdown(configs, entries, runs, c):
              si(np.mean([r.summary["inter_dc_bytes"] for r in config.runs])) + "B",
              pm(*config.loss), f"{min(hs)}/{max(hs)}" if hs else ""]) + " |")
     lines += ["", f"final eval loss: mean ± sample sd over seeds. Simulated time in "
-              f"loss_vs_time.png: step × c + the link seconds of the rounds ended by that step, "
-              f"c = median over the {len(runs)} finished runs of (sim_time_s − link_s) / steps "
-              f"= {1000 * c:.2f} ms per step; link {link_text(runs)}."]
+              f"loss_vs_time.png: tokens done (all ranks) × c_tok + the link seconds of the "
+              f"rounds ended by then, c_tok = median over the {len(runs)} finished runs of "
+              f"(sim_time_s − link_s) / tokens; {cost_text(runs, c_tok)}; "
+              f"link {link_text(runs)}."]
+    if any(r.adaptive_batch for r in runs):
+        lines += ["", "Adaptive batches: steps, tokens and batches per configuration in "
+                  "batch.md, the batch per round in batch_over_training.png."]
+    return "\n".join(lines) + "\n"
+
+
+def batch_markdown(configs, entries, runs, c_tok):
+    """batch.md: one row per configuration with finished runs, seeds pooled: what the batch
+    did and what it cost in tokens, link and simulated time."""
+    keys = grid_keys(entries)
+    columns = ["n", "steps", "rounds", "tokens", "final batch (mean)", "final batch (max)",
+               "batch changes", "final eval loss", "link s", "simulated time (s)",
+               "sim_time_s"]
+    lines = ["| group | " + " | ".join(keys + columns) + " |",
+             "|" + " --- |" * (len(keys) + len(columns) + 1)]
+    for config in configs:
+        if not config.runs:
+            continue
+        rs = config.runs
+        batches = [r.final_batch for r in rs if r.final_batch]
+        final_mean = mean_sd([r.final_batch_mean for r in rs])[0]
+        changes = mean_sd([r.batch_changes() for r in rs])[0]
+        tokens = mean_sd([r.tokens for r in rs])[0]
+        simulated = mean_sd([r.tokens * c_tok + r.summary["link_s"] for r in rs
+                             if r.tokens is not None and c_tok is not None])
+        lines.append("| " + " | ".join(
+            [config.group] + [text(config.grid.get(k)) for k in keys] +
+            [str(len(rs)), pm(mean_sd([r.summary["steps"] for r in rs])[0], None, "{:.1f}"),
+             pm(*config.rounds, fmt="{:.1f}"), si(tokens) if tokens is not None else "–",
+             pm(final_mean, None, "{:.1f}"),
+             str(max(max(b) for b in batches)) if batches else "–",
+             pm(changes, None, "{:.1f}"), pm(*config.loss),
+             pm(mean_sd([r.summary["link_s"] for r in rs])[0], None, "{:.2f}"),
+             pm(*simulated, fmt="{:.1f}"),
+             pm(mean_sd([r.summary["sim_time_s"] for r in rs])[0], None, "{:.1f}")]) + " |")
+    lines += ["", "Per configuration (group + grid values), means over its n finished runs "
+              "(seeds). steps: inner steps done (run.steps counts steps at the initial batch, "
+              "so a run whose batch grew ends after as many tokens in fewer steps). rounds: "
+              "inter-dc synchronisations, mean ± sample sd. tokens: all ranks. final batch: "
+              "sequences per inner step of each dc (all its ranks) in the last round "
+              "(syncs.jsonl's last batch); (mean) is the mean over seeds of the mean over dcs, "
+              "(max) the largest of any dc and seed; – for runs without final_batch. batch "
+              "changes: rounds whose batch (syncs.jsonl) differs from the previous round's on "
+              "any dc. final eval loss: mean ± sample sd. link s: simulated link seconds "
+              "(summary.json link_s). simulated time: tokens × c_tok + link_s, mean ± sample "
+              "sd, with c_tok = median over the "
+              f"{len(runs)} finished runs of (sim_time_s − link_s) / tokens, one compute cost "
+              f"per token for every run: {cost_text(runs, c_tok)}. sim_time_s: the simulated "
+              "time each run measured (its own compute seconds + link_s), noisy on a shared "
+              f"machine. Link {link_text(runs)}."]
     return "\n".join(lines) + "\n"
 
 
@@ -497,26 +665,39 @@ def plot_loss_vs_rounds(path, analysis, spec, configs):
     save(fig, path, ax)
 
 
-def time_curve(runs, c):
-    """(simulated time, eval loss) at each eval step, both averaged over the runs (seeds);
-    time = step × c + the link seconds of the rounds ended at or before the step."""
-    at = {}
-    for run in runs:
-        syncs = sorted(run.syncs(), key=lambda s: s["step"])
-        steps = np.array([s["step"] for s in syncs])
-        link = np.cumsum([s["link_s"] for s in syncs])
-        for step, loss in run.evals():
-            k = int(np.searchsorted(steps, step, side="right"))
-            at.setdefault(step, []).append((step * c + (link[k - 1] if k else 0.0), loss))
-    steps = sorted(at)
-    return ([np.mean([t for t, _ in at[s]]) for s in steps],
-            [np.mean([l for _, l in at[s]]) for s in steps])
+def time_curve(runs, c_tok):
+    """(simulated time, eval loss) over training, averaged over the runs (seeds) at equal
+    simulated time; a run's time at an evaluation is the tokens done by its step × c_tok + the
+    link seconds of the rounds ended at or before the step. The first and last points are the
+    means of the runs' first and last evaluations (time and loss); between them, at every time
+    at which a run evaluated strictly inside the span that every run covers, the mean of the
+    runs' losses interpolated linearly in time. Runs that evaluate at the same times (one fixed
+    batch and one fixed H) give the means at those times. Seeds whose batches or intervals
+    differ evaluate at different times and end at different steps: averaging at equal steps
+    would mix different amounts of training."""
+    series = [sorted((sim_time(run, step, c_tok), loss) for step, loss in run.evals())
+              for run in runs]
+    series = [s for s in series if s]
+    if not series:
+        return [], []
+    lo = max(s[0][0] for s in series)
+    hi = min(s[-1][0] for s in series)
+    inside = sorted({t for s in series for t, _ in s if lo < t < hi})
+    times = [np.mean([s[0][0] for s in series])] + inside + \
+        [np.mean([s[-1][0] for s in series])]
+    losses = [np.mean([s[0][1] for s in series])] + \
+        [np.mean([np.interp(t, [p[0] for p in s], [p[1] for p in s]) for s in series])
+         for t in inside] + [np.mean([s[-1][1] for s in series])]
+    if all(len(s) == 1 for s in series):  # one evaluation each: first and last are one
+        return times[:1], losses[:1]
+    return times, losses
 
 
-def plot_loss_vs_time(path, analysis, spec, configs, runs, c):
+def plot_loss_vs_time(path, analysis, spec, configs, runs, c_tok):
     """Eval loss over training at the configured link: every curve's chosen configuration per
     H (thin, coloured by H, dashed differently within an H) and every adaptive configuration
-    (thick)."""
+    (thick). In a sweep with adaptive batches, every other configuration too: fixed batches
+    thin and dashed, adaptive batches thick."""
     plt = pyplot()
     by_name = {config.name: config for config in configs}
     chosen = {}
@@ -530,12 +711,22 @@ def plot_loss_vs_time(path, analysis, spec, configs, runs, c):
         config = by_name[name]
         h = loose(config.setting("interval.H"))
         drawn[h] = drawn.get(h, -1) + 1
-        ax.plot(*time_curve(config.runs, c), lw=1, color=plt.cm.viridis(hs.index(h) / len(hs)),
+        ax.plot(*time_curve(config.runs, c_tok), lw=1,
+                color=plt.cm.viridis(hs.index(h) / len(hs)),
                 ls=["-", "--", ":", "-."][drawn[h] % 4], label=f"{name} ({', '.join(curves)})")
-    for config in adaptive_configs(spec, configs):
-        ax.plot(*time_curve(config.runs, c), lw=2.5, label=config.name)
-    ax.set_xlabel(f"simulated time (s) = step × c + link seconds so far; c = median "
-                  f"(sim_time_s − link_s)/steps = {1000 * c:.2f} ms", fontsize=8)
+    adaptive = adaptive_configs(spec, configs)
+    for config in adaptive:
+        ax.plot(*time_curve(config.runs, c_tok), lw=2.5, label=config.name)
+    if any(config.adaptive_batch for config in configs):
+        for config in configs:
+            if config.runs and config.name not in chosen and config not in adaptive:
+                batch = config.adaptive_batch
+                ax.plot(*time_curve(config.runs, c_tok), lw=2 if batch else 1,
+                        ls="-" if batch else "--",
+                        label=f"{config.name} ({'adaptive' if batch else 'fixed'} batch)")
+    ax.set_xlabel(f"simulated time (s) = tokens so far × c_tok + link seconds so far; c_tok = "
+                  f"median (sim_time_s − link_s)/tokens = {1e6 * c_tok:.4g} µs per token",
+                  fontsize=8)
     ax.set_ylabel("eval loss (mean over seeds)")
     ax.set_title(f"Eval loss against simulated wall-clock, link {link_text(runs)}", fontsize=10)
     ax.grid(alpha=0.3)
@@ -571,18 +762,53 @@ def plot_h_over_training(path, spec, configs):
     plt.close(fig)
 
 
+def plot_batch_over_training(path, configs):
+    """The batch per round (mean over dcs of syncs.jsonl's batch) against the progress in steps
+    at the initial batch at the round's end, one line per run, one colour per configuration
+    with an adaptive batch."""
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(8, 5))
+    members = [c for c in configs if c.runs and c.adaptive_batch]
+    largest = 1.0
+    for i, config in enumerate(members):
+        colour = plt.cm.tab10(i % 10)
+        label = f"{config.name} (n={len(config.runs)})"
+        for run in config.runs:
+            syncs = [s for s in run.syncs() if s.get("batch")]
+            if not syncs:
+                continue
+            batch = [float(np.mean(s["batch"])) for s in syncs]
+            largest = max(largest, max(batch) / min(batch))
+            ax.plot([0] + [s.get("progress_step", s["step"]) for s in syncs],
+                    [batch[0]] + batch, drawstyle="steps-pre", lw=1, color=colour,
+                    label=label)
+            label = None
+    if largest >= 4:
+        from matplotlib.ticker import ScalarFormatter
+
+        ax.set_yscale("log", base=2)
+        ax.yaxis.set_major_formatter(ScalarFormatter())
+    ax.set_xlabel("progress at the end of the round (inner steps at the initial batch)")
+    ax.set_ylabel("batch: sequences per inner step, mean over dcs")
+    ax.set_title("Batch per round of the adaptive-batch runs (one line per seed)", fontsize=10)
+    ax.grid(alpha=0.3)
+    save(fig, path, ax)
+
+
 # ---------------------------------------------------------------- entry points
 
 
 def report(out_dir):
-    """Write results.csv, table.md, saving.md/.json and the plots for the finished runs of
-    the sweep in out_dir; print the paths (stderr) and the Markdown (stdout)."""
+    """Write results.csv, table.md, saving.md/.json, batch.md (with adaptive batches) and the
+    plots for the finished runs of the sweep in out_dir; print the paths (stderr) and the
+    Markdown (stdout)."""
     spec, entries, configs, runs = load(out_dir)
     if not runs:
         print(f"sweep_report: no finished runs in {out_dir} yet", file=sys.stderr)
         return
-    c = compute_per_step(runs)
+    c_tok = compute_per_token(runs)
     analysis = saving_analysis(spec, configs)
+    adaptive_batch = any(r.adaptive_batch for r in runs)
     written = []
 
     def path(name):
@@ -590,8 +816,10 @@ def report(out_dir):
         return written[-1]
 
     write_results_csv(path("results.csv"), entries, runs)
-    markdown = {"table.md": table_markdown(configs, entries, runs, c),
+    markdown = {"table.md": table_markdown(configs, entries, runs, c_tok),
                 "saving.md": saving_markdown(analysis)}
+    if adaptive_batch:
+        markdown["batch.md"] = batch_markdown(configs, entries, runs, c_tok)
     for name, body in markdown.items():
         with open(path(name), "w") as f:
             f.write(body)
@@ -600,9 +828,13 @@ def report(out_dir):
     if any(curve["points"] for curve in analysis["curves"].values()) or \
             adaptive_configs(spec, configs):
         plot_loss_vs_rounds(path("loss_vs_rounds.png"), analysis, spec, configs)
-        plot_loss_vs_time(path("loss_vs_time.png"), analysis, spec, configs, runs, c)
+    if c_tok is not None and (any(curve["points"] for curve in analysis["curves"].values())
+                              or adaptive_configs(spec, configs) or adaptive_batch):
+        plot_loss_vs_time(path("loss_vs_time.png"), analysis, spec, configs, runs, c_tok)
     if adaptive_configs(spec, configs):
         plot_h_over_training(path("h_over_training.png"), spec, configs)
+    if adaptive_batch:
+        plot_batch_over_training(path("batch_over_training.png"), configs)
     for body in markdown.values():
         print(body)
     for p in written:

@@ -1,6 +1,7 @@
-// End to end: configs/diloco.yaml under mpiexec with 2 dcs of 1 rank, on a tiny corpus: the
-// run directory holds one syncs.jsonl line per round and the inter-dc figures in summary.json,
-// and the loss falls well below the uniform byte loss (ln 256 = 5.55).
+// End to end: configs/diloco.yaml and configs/adloco.yaml under mpiexec with 2 dcs of 1 rank, on
+// a tiny corpus: the run directory holds one syncs.jsonl line per round, the inter-dc figures in
+// summary.json and (adloco) each dc's growing batch, and the loss falls well below the uniform
+// byte loss (ln 256 = 5.55).
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
@@ -16,11 +17,13 @@
 using autoloco::test::json_number;
 using autoloco::test::read_text;
 
-TEST_CASE("e2e: diloco.yaml across 2 dcs writes rounds and inter-dc bytes", "[e2e]") {
-  const autoloco::test::TempDir tmp("e2e-diloco");
-  const std::string dir = tmp.str();
+namespace {
+
+// Runs configs/<name>.yaml under mpiexec with 2 ranks on the tiny corpus in `dir`, with the tiny
+// model and `extra` overrides; returns mpiexec's status. The run directory is dir/runs/<name>.
+int run_tiny(const std::string& dir, const std::string& name, const std::string& extra) {
   autoloco::test::write_tiny_corpus(dir + "/data");
-  const std::string config = std::string(AUTOLOCO_SOURCE_DIR) + "/configs/diloco.yaml";
+  const std::string config = std::string(AUTOLOCO_SOURCE_DIR) + "/configs/" + name + ".yaml";
   const std::string command =
       std::string(AUTOLOCO_MPIEXEC) + " -n 2 --oversubscribe --allow-run-as-root --bind-to none " +
       AUTOLOCO_TRAIN_EXE + " " + config +
@@ -29,9 +32,25 @@ TEST_CASE("e2e: diloco.yaml across 2 dcs writes rounds and inter-dc bytes", "[e2
       " --set inner.warmup_steps=5 --set inner.lr=0.01 --set data.batch_size=4"
       " --set interval.H=10 --set data.train=" +
       dir + "/data/train_*.bin --set data.val=" + dir + "/data/val_*.bin --set run.out_dir=" + dir +
-      "/runs --set run.name=diloco > " + dir + "/train.log 2>&1";
+      "/runs --set run.name=" + name + " " + extra + " > " + dir + "/train.log 2>&1";
   INFO(command);
-  REQUIRE(std::system(command.c_str()) == 0);
+  return std::system(command.c_str());
+}
+
+int count_lines(const std::string& path) {
+  std::ifstream in(path);
+  int lines = 0;
+  for (std::string line; std::getline(in, line);)
+    ++lines;
+  return lines;
+}
+
+}  // namespace
+
+TEST_CASE("e2e: diloco.yaml across 2 dcs writes rounds and inter-dc bytes", "[e2e]") {
+  const autoloco::test::TempDir tmp("e2e-diloco");
+  const std::string dir = tmp.str();
+  REQUIRE(run_tiny(dir, "diloco", "") == 0);
   const std::string run = dir + "/runs/diloco";
   const std::string summary = read_text(run + "/summary.json");
   INFO(summary << "\n" << read_text(dir + "/train.log"));
@@ -40,14 +59,30 @@ TEST_CASE("e2e: diloco.yaml across 2 dcs writes rounds and inter-dc bytes", "[e2
   CHECK(json_number(summary, "inter_dc_bytes") > 0);
   CHECK(json_number(summary, "link_s") > 0);
   CHECK(json_number(summary, "final_eval_loss") < 4.0);
-  std::ifstream syncs(run + "/syncs.jsonl");
-  int lines = 0;
-  for (std::string line; std::getline(syncs, line);)
-    ++lines;
-  CHECK(lines == 5);
+  CHECK(count_lines(run + "/syncs.jsonl") == 5);
   // The log names the layout and the method.
   const std::string log = read_text(dir + "/train.log");
   CHECK(log.find("2 ranks = 2 dc x 1 members") != std::string::npos);
   CHECK(log.find("method diloco: outer lr 0.7 momentum 0.9") != std::string::npos);
   CHECK(log.find("interval fixed: H 10") != std::string::npos);
+}
+
+TEST_CASE("e2e: adloco.yaml grows each dc's batch and ends at the tokens of run.steps", "[e2e]") {
+  const autoloco::test::TempDir tmp("e2e-adloco");
+  const std::string dir = tmp.str();
+  // A strict test so that the batch grows within this short run.
+  REQUIRE(run_tiny(dir, "adloco", "--set batch.theta=0.2 --set batch.max_micro_batch=4") == 0);
+  const std::string run = dir + "/runs/adloco";
+  const std::string summary = read_text(run + "/summary.json");
+  INFO(summary << "\n" << read_text(dir + "/train.log"));
+  CHECK(summary.find("\"batch_controller\":\"adloco\"") != std::string::npos);
+  // 50 steps of 2 dcs x 4 sequences x 32 tokens, in fewer and larger steps.
+  CHECK(json_number(summary, "tokens") >= 50 * 2 * 4 * 32);
+  CHECK(json_number(summary, "steps") < 50);
+  CHECK(json_number(summary, "final_eval_loss") < 4.0);
+  const std::string syncs = read_text(run + "/syncs.jsonl");
+  CHECK(syncs.find("\"batch\":[4,4]") != std::string::npos);
+  CHECK(std::regex_search(syncs, std::regex(R"re("batch":\[([5-9]|[1-9][0-9]+),)re")));
+  const std::string log = read_text(dir + "/train.log");
+  CHECK(log.find("batch adloco: norm test theta 0.2") != std::string::npos);
 }

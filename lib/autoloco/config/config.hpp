@@ -29,7 +29,8 @@ struct RunConfig {
       "length of the run in inner steps at the initial batch; an adaptive batch ends the run "
       "after as many tokens (in fewer, larger steps)");
     v("eval_every", s.eval_every,
-      "evaluate on the validation split every this many steps (0: only at the end)");
+      "evaluate on the validation split every this many steps at the initial batch, i.e. at equal "
+      "tokens whatever the batch (0: only at the end)");
     v("eval_batches", s.eval_batches, "validation batches per evaluation, spread over the ranks");
     v("log_every", s.log_every, "write a metrics line and a progress line every this many steps");
     v("device", s.device, "cpu or cuda (cuda needs a CUDA build of LibTorch)");
@@ -205,6 +206,8 @@ struct BatchConfig {
   int64_t max_batch = 256;
   double max_growth = 2.0;
   std::string lr_scaling = "none";
+  int64_t instances = 1;
+  int64_t merge_every = 4;
 
   template <class Self, class V>
   static void visit(Self& s, V& v) {
@@ -224,6 +227,12 @@ struct BatchConfig {
     v("max_growth", s.max_growth, "adloco: a dc's batch grows at most by this factor per round");
     v("lr_scaling", s.lr_scaling,
       "inner lr when a dc's batch grows from b0 to b: none, or sqrt (lr sqrt(b / b0))");
+    v("instances", s.instances,
+      "adloco: model instances per rank, each on its own data stream with its own batch, "
+      "averaged into the dc's replica at every round's end (multi-instance training)");
+    v("merge_every", s.merge_every,
+      "adloco with instances > 1: every this many rounds the two instances with the smallest "
+      "batch demand merge (batch-weighted), until one remains");
   }
 };
 

@@ -138,6 +138,12 @@ void validate_batch(const BatchConfig& b, const Config& c) {
   require_non_negative(b.max_micro_batch, "batch.max_micro_batch");
   require(b.max_growth > 1.0, "batch.max_growth", fmt::format("must be > 1, got {}", b.max_growth));
   require_one_of(b.lr_scaling, {"none", "sqrt"}, "batch.lr_scaling");
+  require_positive(b.instances, "batch.instances");
+  require_positive(b.merge_every, "batch.merge_every");
+  require(b.instances == 1 || b.controller == "adloco", "batch.instances",
+          fmt::format("{} instances merge by their batch demand, which batch.controller fixed "
+                      "does not measure: set batch.controller=adloco or batch.instances=1",
+                      b.instances));
   if (b.controller == "fixed") return;
   require(c.outer.method != "ddp", "batch.controller",
           "adloco adapts each dc's batch between outer syncs; outer.method ddp has none: use "

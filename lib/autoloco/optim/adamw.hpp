@@ -33,6 +33,8 @@ class FlatAdamW final : public InnerOptimizer {
   int64_t step_count() const { return step_; }
   torch::Tensor& exp_avg() { return exp_avg_; }
   torch::Tensor& exp_avg_sq() { return exp_avg_sq_; }
+  const torch::Tensor& exp_avg() const { return exp_avg_; }
+  const torch::Tensor& exp_avg_sq() const { return exp_avg_sq_; }
   const AdamWOptions& options() const { return options_; }
 
   // Copies m and v (numel equal to the flat buffer's) into the state. Throws Error otherwise.

@@ -47,6 +47,16 @@ BatchDecision AdLoCoBatch::next_batch(const NoiseSums& sums) {
   return d;
 }
 
+void AdLoCoBatch::absorb(int64_t other_batch) {
+  plan_ = plan_batch(absorbed(other_batch), max_micro_, samples_.per_rank);
+}
+
+int64_t AdLoCoBatch::absorbed(int64_t other_batch) const {
+  // The sum may exceed max_batch: the rank keeps (up to the rounding into equal micro-batches)
+  // the tokens per step its instances had.
+  return plan_batch(plan_.batch + other_batch, max_micro_, samples_.per_rank).batch;
+}
+
 std::vector<double> AdLoCoBatch::state() const {
   return {static_cast<double>(plan_.batch)};
 }

@@ -17,6 +17,8 @@ class AdLoCoBatch final : public BatchController {
   bool needs_samples() const override { return true; }
   BatchPlan plan() const override { return plan_; }
   BatchDecision next_batch(const NoiseSums& sums) override;
+  void absorb(int64_t other_batch) override;
+  int64_t absorbed(int64_t other_batch) const override;
   std::vector<double> state() const override;
   void load_state(const std::vector<double>& state) override;
 

@@ -24,6 +24,11 @@ std::string FixedBatch::describe() const {
                      plan_.micro_batch);
 }
 
+void FixedBatch::absorb(int64_t) {
+  // Validation allows batch.instances > 1 only with an adaptive batch.
+  throw ConfigError("config key batch.instances: merging instances needs batch.controller adloco");
+}
+
 void FixedBatch::load_state(const std::vector<double>& state) {
   if (!state.empty()) {
     throw CheckpointError(fmt::format(

@@ -45,6 +45,10 @@ class BatchController {
   virtual BatchPlan plan() const = 0;
   // The next round's batch from this round's sums over the dc's samples.
   virtual BatchDecision next_batch(const NoiseSums& sums) = 0;
+  // Multi-instance training: this instance takes over a merged one's batch (the sum of both,
+  // as planned: absorbed() says what absorb() will make of it without changing anything).
+  virtual void absorb(int64_t other_batch) = 0;
+  virtual int64_t absorbed(int64_t other_batch) const = 0;
   // For checkpoints: load_state() takes back what state() gave, throws CheckpointError if not.
   virtual std::vector<double> state() const = 0;
   virtual void load_state(const std::vector<double>& state) = 0;
@@ -59,6 +63,8 @@ class FixedBatch final : public BatchController {
   bool needs_samples() const override { return false; }
   BatchPlan plan() const override { return plan_; }
   BatchDecision next_batch(const NoiseSums&) override { return {plan_.batch, NAN}; }
+  void absorb(int64_t other_batch) override;
+  int64_t absorbed(int64_t other_batch) const override { return plan_.batch + other_batch; }
   std::vector<double> state() const override { return {}; }
   void load_state(const std::vector<double>& state) override;
 

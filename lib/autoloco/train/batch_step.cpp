@@ -5,7 +5,8 @@ namespace autoloco {
 double forward_backward(GPT& model, FlatParams& params, BatchStream& stream, const BatchPlan& plan,
                         torch::Device device, GradientSamples* samples) {
   params.zero_grad();
-  double loss_sum = 0.0;
+  // Summed on the device and read once: a read per micro-batch would stall a GPU's queue.
+  torch::Tensor loss_sum;
   // Equal micro-batches: the batch's mean loss is the mean of theirs, and so is its gradient.
   const double scale = 1.0 / static_cast<double>(plan.accum);
   for (int64_t micro = 0; micro < plan.accum; ++micro) {
@@ -13,17 +14,18 @@ double forward_backward(GPT& model, FlatParams& params, BatchStream& stream, con
     const torch::Tensor logits = model->forward(batch.inputs.to(device));
     const torch::Tensor loss = lm_loss(logits, batch.targets.to(device));
     (loss * scale).backward();
-    loss_sum += loss.item<double>();
+    loss_sum = micro == 0 ? loss.detach().to(torch::kDouble) : loss_sum + loss.detach();
     if (samples) samples->after_micro_batch(params, micro + 1, plan.accum);
   }
-  return loss_sum * scale;
+  return loss_sum.item<double>() * scale;
 }
 
 void GradientSamples::after_micro_batch(FlatParams& params, int64_t done, int64_t accum) {
   if (per_rank_ != 2 || 2 * done != accum) return;
   // Half of the micro-batches, each scaled by 1/accum: twice that is the first half's mean.
   torch::NoGradGuard no_grad;
-  sample_ = params.grads() * 2.0;
+  if (!sample_.defined()) sample_ = torch::empty_like(params.grads());
+  sample_.copy_(params.grads()).mul_(2.0);
 }
 
 void GradientSamples::before_sync(FlatParams& params) {
@@ -42,10 +44,10 @@ void GradientSamples::after_sync(FlatParams& params, NoiseSums& sums) {
   norms[0] = sample_.dot(sample_).item<double>();
   dots[0] = sample_.dot(mean).item<double>();
   if (per_rank_ == 2) {
-    // A dc of one rank: ḡ is the mean of the two halves, so the second is 2ḡ − g_1.
-    const torch::Tensor second = mean * 2.0 - sample_;
-    norms[1] = second.dot(second).item<double>();
-    dots[1] = second.dot(mean).item<double>();
+    // A dc of one rank: ḡ is the mean of the two halves, so the second is g_2 = 2ḡ − g_1 and
+    // ‖g_2‖² = 4‖ḡ‖² − 4⟨g_1,ḡ⟩ + ‖g_1‖², ⟨g_2,ḡ⟩ = 2‖ḡ‖² − ⟨g_1,ḡ⟩.
+    norms[1] = 4.0 * mean_sq - 4.0 * dots[0] + norms[0];
+    dots[1] = 2.0 * mean_sq - dots[0];
   }
   sums.add_step(norms, dots, static_cast<size_t>(per_rank_), mean_sq, count_mean_);
 }

@@ -49,8 +49,7 @@ Trainer::Trainer(const Config& config, MPI_Comm world, TrainerOptions options)
       world_comm_(std::make_unique<MpiCommunicator>(world)),
       intra_mpi_(std::make_unique<MpiCommunicator>(world, topo_.dc, topo_.member)),
       inter_mpi_(std::make_unique<MpiCommunicator>(world, topo_.member, topo_.dc)),
-      stop_(world),
-      model_(nullptr) {
+      stop_(world) {
   validate_world(config_, topo_.world_size);
   set_threads();
   grad_comm_ =
@@ -70,36 +69,22 @@ Trainer::Trainer(const Config& config, MPI_Comm world, TrainerOptions options)
   if (config_.data.partition == "by_shard") {
     subset = shards_for_dc(train_data_->num_shards(), topo_.dc, topo_.num_dcs);
   }
-  stream_ = std::make_unique<BatchStream>(
-      *train_data_, config_.model.seq_len, config_.data.batch_size,
-      static_cast<uint64_t>(config_.run.seed), topo_.dc, topo_.member, subset);
-
-  torch::manual_seed(static_cast<uint64_t>(config_.run.seed));
-  model_ = GPT(config_.model);
-  model_->to(device_);
-  params_ = std::make_unique<FlatParams>(*model_);
-  // Every replica starts from world rank 0's parameters, whatever the ranks' RNGs did.
-  broadcast_values(*params_, *world_comm_);
-  optimizer_ = make_inner_optimizer(config_.inner, *params_);
+  build_instances(subset);
   const DType wire = config_.outer.wire_dtype == "bf16" ? DType::bf16 : DType::f32;
   HierarchicalAllreduce* across = !outer_method() && topo_.num_dcs > 1 ? reducer_.get() : nullptr;
   grad_sync_ = std::make_unique<GradientSync>(*grad_comm_, across, wire, topo_.world_size);
   if (outer_method()) {
     const torch::Device state_device =
         config_.outer.state_device == "device" ? device_ : torch::Device(torch::kCPU);
-    outer_ = std::make_unique<OuterSync>(config_.outer, config_.interval.H, *params_, *reducer_,
+    outer_ = std::make_unique<OuterSync>(config_.outer, config_.interval.H, params(), *reducer_,
                                          *wan_, state_device);
     controller_ = make_interval_controller(config_);
     H_ = controller_->first_interval();
   }
-  batch_ = make_batch_controller(config_, topo_.ranks_per_dc);
-  initial_batch_ = batch_->plan().batch;
-  dc_batches_.assign(static_cast<size_t>(topo_.num_dcs), initial_batch_);
+  initial_batch_ = instances_[0].batch->plan().batch;
+  initial_dc_batch_ = initial_batch_ * static_cast<int64_t>(instances_.size());
+  dc_batches_.assign(static_cast<size_t>(topo_.num_dcs), initial_dc_batch_);
   initial_tokens_per_step_ = tokens_per_step();
-  if (batch_->needs_samples()) {
-    samples_ = std::make_unique<GradientSamples>(SampleLayout::for_dc(topo_.ranks_per_dc).per_rank,
-                                                 topo_.member == 0);
-  }
 
   log_start();
   const std::optional<Resumed> resumed = resume(options_.resume);
@@ -109,6 +94,35 @@ Trainer::Trainer(const Config& config, MPI_Comm world, TrainerOptions options)
 
 Trainer::~Trainer() {
   stop_.drain();
+}
+
+void Trainer::build_instances(const std::vector<size_t>& shard_subset) {
+  for (int id = 0; id < static_cast<int>(config_.batch.instances); ++id) {
+    ModelInstance inst;
+    inst.id = id;
+    inst.stream = std::make_unique<BatchStream>(
+        *train_data_, config_.model.seq_len, config_.data.batch_size,
+        static_cast<uint64_t>(config_.run.seed), topo_.dc,
+        instance_stream_member(id, topo_.member, topo_.ranks_per_dc), shard_subset);
+    if (id == 0) torch::manual_seed(static_cast<uint64_t>(config_.run.seed));
+    inst.model = GPT(config_.model);
+    inst.model->to(device_);
+    inst.params = std::make_unique<FlatParams>(*inst.model);
+    if (id == 0) {
+      // Every replica starts from world rank 0's parameters, whatever the ranks' RNGs did.
+      broadcast_values(*inst.params, *world_comm_);
+    } else {
+      torch::NoGradGuard no_grad;
+      inst.params->values().copy_(instances_[0].params->values());
+    }
+    inst.optimizer = make_inner_optimizer(config_.inner, *inst.params);
+    inst.batch = make_batch_controller(config_, topo_.ranks_per_dc);
+    if (inst.batch->needs_samples()) {
+      inst.samples = std::make_unique<GradientSamples>(
+          SampleLayout::for_dc(topo_.ranks_per_dc).per_rank, topo_.member == 0);
+    }
+    instances_.push_back(std::move(inst));
+  }
 }
 
 void Trainer::set_threads() {
@@ -135,9 +149,10 @@ std::vector<int64_t> Trainer::dc_batch_sequences() const {
   return out;
 }
 
-double Trainer::lr_scale() const {
+double Trainer::lr_scale(const ModelInstance& inst) const {
   if (config_.batch.lr_scaling != "sqrt") return 1.0;
-  return std::sqrt(static_cast<double>(batch_->plan().batch) / static_cast<double>(initial_batch_));
+  return std::sqrt(static_cast<double>(inst.batch->plan().batch) /
+                   static_cast<double>(initial_batch_));
 }
 
 void Trainer::log_start() const {
@@ -151,13 +166,15 @@ void Trainer::log_start() const {
       "model: {} layers, {} heads, d_model {}, seq_len {}, vocab {} | {} params | {} "
       "FLOPs/token",
       m.n_layer, m.n_head, m.d_model, m.seq_len, m.vocab_size,
-      format_si(static_cast<double>(parameter_count(model_))), format_si(flops_per_token(m)));
+      format_si(static_cast<double>(parameter_count(instances_[0].model))),
+      format_si(flops_per_token(m)));
   log::info("data: {} train tokens in {} shards, {} val tokens | {} tokens/step",
             format_si(static_cast<double>(train_data_->num_tokens())), train_data_->num_shards(),
             format_si(static_cast<double>(val_data_->num_tokens())), tokens_per_step());
   const auto& o = config_.outer;
   const size_t shard_bytes =
-      HierarchicalAllreduce::shard_size(static_cast<size_t>(params_->numel()), topo_.ranks_per_dc) *
+      HierarchicalAllreduce::shard_size(static_cast<size_t>(instances_[0].params->numel()),
+                                        topo_.ranks_per_dc) *
       (o.wire_dtype == "bf16" ? 2 : 4);
   if (outer_method()) {
     log::info("method {}: outer lr {} momentum {}{}{}, wire {} | intra-dc {}", o.method,
@@ -170,7 +187,10 @@ void Trainer::log_start() const {
     log::info("method ddp: gradients all-reduced over the world every step, wire {} | intra-dc {}",
               o.wire_dtype, grad_comm_->backend());
   }
-  log::info("batch {}", batch_->describe());
+  log::info("batch {}{}", instances_[0].batch->describe(),
+            instances_.size() > 1 ? fmt::format(" | {} instances per rank, merging every {} rounds",
+                                                instances_.size(), config_.batch.merge_every)
+                                  : "");
   if (topo_.num_dcs > 1) {
     log::info("inter-dc link: {} Gbit/s, {} ms ({}): {}B per dc per sync, {:.3f} s per sync",
               config_.wan.bandwidth_gbps, config_.wan.latency_ms, config_.wan.mode,
@@ -185,13 +205,23 @@ torch::Tensor Trainer::anchor() const {
 
 StepResult Trainer::train_step() {
   StepResult r;
-  r.loss = forward_backward(model_, *params_, *stream_, batch_->plan(), device_, samples_.get());
-  if (samples_) samples_->before_sync(*params_);
-  grad_sync_->run(*params_);
-  if (samples_) samples_->after_sync(*params_, round_noise_);
-  r.grad_norm = clip_grad_norm(*params_, config_.inner.grad_clip);
-  r.lr = inner_lr(config_.inner, progress_step(), config_.run.steps) * lr_scale();
-  optimizer_->step(r.lr);
+  if (instances_.size() == 1) {
+    r.loss = instance_step(instances_[0], r);
+  } else {
+    // The rank's loss and gradient norm: its instances' means, weighted by their batches.
+    double weight = 0.0, loss = 0.0, norm = 0.0;
+    for (ModelInstance& inst : instances_) {
+      StepResult one;
+      const double loss_i = instance_step(inst, one);
+      const auto b = static_cast<double>(inst.batch->plan().batch);
+      weight += b;
+      loss += b * loss_i;
+      norm += b * one.grad_norm;
+      if (inst.id == 0) r.lr = one.lr;
+    }
+    r.loss = loss / weight;
+    r.grad_norm = norm / weight;
+  }
   ++step_;
   tokens_ += tokens_per_step();
   if (!outer_method()) {
@@ -205,18 +235,86 @@ StepResult Trainer::train_step() {
   return r;
 }
 
+double Trainer::instance_step(ModelInstance& inst, StepResult& r) {
+  FlatParams& p = *inst.params;
+  const double loss = forward_backward(inst.model, p, *inst.stream, inst.batch->plan(), device_,
+                                       inst.samples.get());
+  if (inst.samples) inst.samples->before_sync(p);
+  grad_sync_->run(p);
+  if (inst.samples) inst.samples->after_sync(p, inst.round_noise);
+  r.grad_norm = clip_grad_norm(p, config_.inner.grad_clip);
+  r.lr = inner_lr(config_.inner, progress_step(), config_.run.steps) * lr_scale(inst);
+  inst.optimizer->step(r.lr);
+  return loss;
+}
+
+BatchDecision Trainer::decide_batches(const std::vector<NoiseSums>& sums) {
+  // The dc's replica: its instances' mean, weighted by this round's batches.
+  average_into_first(instances_);
+  BatchDecision dc;
+  dc.batch = 0;
+  dc.demand = 0.0;
+  for (size_t i = 0; i < instances_.size(); ++i) {
+    const BatchDecision d = instances_[i].batch->next_batch(sums[i]);
+    instances_[i].demand = d.demand;
+    dc.batch += d.batch;
+    dc.demand += d.demand;  // NaN if any instance had no answer
+  }
+  return dc;
+}
+
+std::optional<std::pair<size_t, size_t>> Trainer::due_merge() const {
+  if (instances_.size() < 2 || (rounds_ + 1) % config_.batch.merge_every != 0) return std::nullopt;
+  std::vector<double> demands;
+  std::vector<int64_t> batches;
+  for (const ModelInstance& inst : instances_) {
+    demands.push_back(inst.demand);
+    batches.push_back(inst.batch->plan().batch);
+  }
+  return merge_pair(demands, batches);
+}
+
+void Trainer::merge_two_instances(size_t i, size_t j) {
+  if (options_.print_progress && topo_.member == 0) {
+    log::info(
+        "dc {}: after round {} instance {} (batch {}) merges into instance {} (batch {}); {} "
+        "left",
+        topo_.dc, rounds_, instances_[j].id, instances_[j].batch->plan().batch, instances_[i].id,
+        instances_[i].batch->plan().batch, instances_.size() - 1);
+  }
+  merge_instances(instances_[i], instances_[j]);
+  instances_.erase(instances_.begin() + static_cast<std::ptrdiff_t>(j));
+}
+
 RoundStats Trainer::end_round() {
   // One tiny intra-dc collective per round: the dc's means, so that every member puts the same
   // scalars into the round's message, and the round's gradient-noise sums of its samples.
-  std::array<double, 2 + NoiseSums::kCount> dc_sums{};
+  constexpr size_t kNoise = NoiseSums::kCount;
+  std::vector<double> dc_sums(2 + kNoise * instances_.size(), 0.0);
   dc_sums[0] = round_loss_sum_ / static_cast<double>(round_steps_);
   dc_sums[1] = compute_seconds() - round_start_compute_s_;
-  const auto noise = round_noise_.to_array();
-  std::copy(noise.begin(), noise.end(), dc_sums.begin() + 2);
+  for (size_t i = 0; i < instances_.size(); ++i) {
+    const auto noise = instances_[i].round_noise.to_array();
+    std::copy(noise.begin(), noise.end(),
+              dc_sums.begin() + static_cast<std::ptrdiff_t>(2 + kNoise * i));
+    instances_[i].round_noise = NoiseSums{};
+  }
   intra_mpi_->allreduce_sum(dc_sums.data(), dc_sums.size());
-  std::array<double, NoiseSums::kCount> dc_noise{};
-  std::copy(dc_sums.begin() + 2, dc_sums.end(), dc_noise.begin());
-  const BatchDecision decision = batch_->next_batch(NoiseSums::from_array(dc_noise));
+  std::vector<NoiseSums> noise(instances_.size());
+  for (size_t i = 0; i < instances_.size(); ++i) {
+    std::array<double, kNoise> a{};
+    std::copy_n(dc_sums.begin() + static_cast<std::ptrdiff_t>(2 + kNoise * i), kNoise, a.begin());
+    noise[i] = NoiseSums::from_array(a);
+  }
+  BatchDecision decision = decide_batches(noise);
+  // A merge after this round changes the dc's next batch by the merged plan's rounding: the
+  // message must carry the batch the dc will really run.
+  const auto merge = due_merge();
+  if (merge) {
+    const BatchController& into = *instances_[merge->first].batch;
+    const int64_t from = instances_[merge->second].batch->plan().batch;
+    decision.batch += into.absorbed(from) - into.plan().batch - from;
+  }
 
   const double sequence_tokens =
       static_cast<double>(topo_.ranks_per_dc * config_.model.seq_len * round_steps_);
@@ -226,20 +324,24 @@ RoundStats Trainer::end_round() {
   in.H = round_steps_;
   in.loss = dc_sums[0] / topo_.ranks_per_dc;
   in.lr_sum = round_lr_sum_;
-  // Dcs weigh in by their tokens (ALGORITHMS.md §1): relative to the first round's batch, so
-  // that equal batches give weights of exactly 1.
+  // Dcs weigh in by their tokens (ALGORITHMS.md §1): relative to the first round's, so that
+  // equal batches give weights of exactly 1.
   in.tokens = static_cast<double>(dc_batches_[static_cast<size_t>(topo_.dc)]) * sequence_tokens;
-  in.nominal_tokens = static_cast<double>(initial_batch_) * sequence_tokens;
+  in.nominal_tokens = static_cast<double>(initial_dc_batch_) * sequence_tokens;
   in.seconds = dc_sums[1] / topo_.ranks_per_dc;
   in.dc = topo_.dc;
   in.next_batch = static_cast<double>(decision.batch);
   in.demand = decision.demand;
-  const RoundStats s = outer_->sync(*params_, in);
-  const std::vector<int64_t> round_batches = dc_batch_sequences();
+  const RoundStats s = outer_->sync(params(), in);
+  for (size_t i = 1; i < instances_.size(); ++i) {
+    torch::NoGradGuard no_grad;
+    instances_[i].params->values().copy_(params().values());
+  }
+  last_round_batches_ = dc_batch_sequences();
   for (size_t d = 0; d < dc_batches_.size(); ++d)
     dc_batches_[d] = std::llround(s.next_batch[d]);
-  round_noise_ = NoiseSums{};
   ++rounds_;
+  if (merge) merge_two_instances(merge->first, merge->second);
   h_per_round_.push_back(round_steps_);
   H_ = controller_->next_interval(s);
   if (config_.interval.check_consistency) check_round_consistency(s);
@@ -247,7 +349,7 @@ RoundStats Trainer::end_round() {
   round_steps_ = 0;
   round_loss_sum_ = 0.0;
   round_lr_sum_ = 0.0;
-  log_round(s, round_batches);
+  log_round(s, last_round_batches_);
   return s;
 }
 
@@ -275,15 +377,16 @@ void Trainer::check_round_consistency(const RoundStats& s) {
 
 double Trainer::evaluate() {
   torch::NoGradGuard no_grad;
-  model_->eval();
+  GPT& model = instances_[0].model;  // every instance holds the anchor at a round's end
+  model->eval();
   double sums[2] = {0.0, 0.0};  // loss sum, batches
   for (int64_t i = topo_.world_rank; i < config_.run.eval_batches; i += topo_.world_size) {
     Batch batch = eval_batch(*val_data_, i, config_.data.batch_size, config_.model.seq_len);
-    const torch::Tensor logits = model_->forward(batch.inputs.to(device_));
+    const torch::Tensor logits = model->forward(batch.inputs.to(device_));
     sums[0] += lm_loss(logits, batch.targets.to(device_)).item<double>();
     sums[1] += 1.0;
   }
-  model_->train();
+  model->train();
   world_comm_->allreduce_sum(sums, 2);
   return sums[0] / sums[1];
 }
@@ -417,6 +520,7 @@ TrainSummary Trainer::train() {
     if ((agreed & StopAgreement::kCheckpoint) && options_.write_run_directory) {
       save_checkpoint("every_minutes");
     }
+    const int64_t progress_before = progress_step();
     const StepResult r = train_step();
     loop_.loss_sum += r.loss;
     ++loop_.loss_count;
@@ -428,7 +532,10 @@ TrainSummary Trainer::train() {
       loop_.loss_sum = 0.0;
       loop_.loss_count = 0;
     }
-    loop_.eval_due = loop_.eval_due || (run.eval_every > 0 && step_ % run.eval_every == 0) || last;
+    // On the progress clock, so that runs with different batches evaluate at equal tokens.
+    const bool eval_step =
+        run.eval_every > 0 && progress_step() / run.eval_every != progress_before / run.eval_every;
+    loop_.eval_due = loop_.eval_due || eval_step || last;
     // The outer methods evaluate the anchor: at the first round end at or after the eval step.
     if (loop_.eval_due && (!outer_method() || r.round)) {
       loop_.final_eval_loss = evaluate();
@@ -449,7 +556,7 @@ TrainSummary Trainer::train() {
   s.final_eval_loss = loop_.final_eval_loss;
   s.steps = step_;
   s.tokens = tokens_;
-  s.final_batch = dc_batch_sequences();
+  s.final_batch = last_round_batches_.empty() ? dc_batch_sequences() : last_round_batches_;
   s.rounds = rounds_;
   s.inter_dc_bytes = inter_dc_bytes();
   s.wall_s = wall_.seconds();
@@ -490,7 +597,8 @@ void Trainer::write_summary(const TrainSummary& s) {
           .add("controller", outer_method() ? controller_->name() : std::string("none"))
           .add("correction", config_.outer.correction)
           .add("h_per_round", s.h_per_round)
-          .add("batch_controller", batch_->name())
+          .add("batch_controller", instances_[0].batch->name())
+          .add("instances", static_cast<int64_t>(instances_.size()))
           .add("final_batch", s.final_batch)
           .add("stopped_by_signal", s.stopped_by_signal)
           .add("world_size", int64_t{topo_.world_size})
@@ -500,7 +608,7 @@ void Trainer::write_summary(const TrainSummary& s) {
                           .add("bandwidth_gbps", wan.bandwidth_gbps)
                           .add("latency_ms", wan.latency_ms)
                           .add("mode", wan.mode))
-          .add("parameters", parameter_count(model_))
+          .add("parameters", parameter_count(model()))
           .add("flops_per_token", flops_per_token(config_.model))
           .add("tokens_per_s", static_cast<double>(s.tokens) / s.wall_s));
   log::info("results: {}/summary.json, {}/metrics.jsonl", run_dir_->path(), run_dir_->path());

@@ -31,6 +31,7 @@
 #include "autoloco/sched/interval_controller.hpp"
 #include "autoloco/train/batch_step.hpp"
 #include "autoloco/train/gradient_sync.hpp"
+#include "autoloco/train/model_instance.hpp"
 #include "autoloco/train/outer_sync.hpp"
 #include "autoloco/util/timer.hpp"
 
@@ -68,7 +69,7 @@ struct TrainSummary {
   double sim_time_s = 0.0;  // compute time + link time
   double compute_utilisation = 1.0;
   std::vector<int64_t> h_per_round;
-  std::vector<int64_t> final_batch;  // per dc: sequences per inner step of the last round
+  std::vector<int64_t> final_batch;  // per dc: sequences per inner step of the last round run
   bool stopped_by_signal = false;
 };
 
@@ -98,8 +99,10 @@ class Trainer {
   double evaluate();
 
   const Topology& topology() const { return topo_; }
-  FlatParams& params() { return *params_; }
-  GPT& model() { return model_; }
+  // Instance 0's (the only one unless batch.instances > 1).
+  FlatParams& params() { return *instances_[0].params; }
+  GPT& model() { return instances_[0].model; }
+  size_t instances() const { return instances_.size(); }
   int64_t step() const { return step_; }
   int64_t rounds() const { return rounds_; }
   // The current round's planned length (outer methods).
@@ -116,10 +119,10 @@ class Trainer {
   // step-keyed schedule; the run ends when it reaches run.steps. Equals step() for a fixed batch.
   int64_t progress_step() const { return tokens_ / initial_tokens_per_step_; }
   bool finished() const { return progress_step() >= config_.run.steps; }
-  // Sequences per rank of each dc's current round (batch.controller), and this rank's plan.
+  // Sequences per rank of each dc's current round (batch.controller, all instances together),
+  // and the plan of this rank's instance 0.
   const std::vector<int64_t>& dc_batches() const { return dc_batches_; }
-  BatchPlan batch_plan() const { return batch_->plan(); }
-  const BatchController& batch_controller() const { return *batch_; }
+  BatchPlan batch_plan() const { return instances_[0].batch->plan(); }
   bool outer_method() const { return config_.outer.method != "ddp"; }
 
  private:
@@ -141,6 +144,14 @@ class Trainer {
   };
 
   void set_threads();
+  void build_instances(const std::vector<size_t>& shard_subset);
+  // One instance's part of an inner step; returns its mean loss.
+  double instance_step(ModelInstance& inst, StepResult& r);
+  // The dc's replica for the round's end and each instance's next batch (into the message).
+  BatchDecision decide_batches(const std::vector<NoiseSums>& sums);
+  // After this round: the two instances to merge (indices), if a merge is due.
+  std::optional<std::pair<size_t, size_t>> due_merge() const;
+  void merge_two_instances(size_t into, size_t from);
   // trainer_checkpoint.cpp
   void open_run_directory(const std::optional<Resumed>& resumed);
   std::optional<Resumed> resume(const std::string& request);
@@ -151,14 +162,16 @@ class Trainer {
   ManifestFile write_dc_file(const std::string& dir);
   ManifestFile write_rank_file(const std::string& dir);
   unsigned checkpoint_flags();
+  // Drops the instances that a checkpoint's instances/active no longer lists (merged ones).
+  void keep_instances(const std::vector<int64_t>& active, const std::string& file);
 
   void log_start() const;
   RoundStats end_round();
   // interval.check_consistency: one all-gather; throws CommError naming two ranks that differ.
   void check_round_consistency(const RoundStats& s);
   double world_mean(double value);
-  double lr_scale() const;                          // batch.lr_scaling for this dc's current batch
-  std::vector<int64_t> dc_batch_sequences() const;  // per dc, sequences per inner step
+  double lr_scale(const ModelInstance& inst) const;  // batch.lr_scaling for its batch
+  std::vector<int64_t> dc_batch_sequences() const;   // per dc, sequences per inner step
   int64_t inter_dc_bytes() const;
   double compute_seconds() const;  // wall time outside inter-dc all-reduces
   double sim_seconds() const;      // compute time + simulated link time
@@ -180,22 +193,18 @@ class Trainer {
   std::unique_ptr<WanLink> wan_;
   std::unique_ptr<HierarchicalAllreduce> reducer_;
   StopAgreement stop_;
-  GPT model_;
-  std::unique_ptr<FlatParams> params_;
-  std::unique_ptr<InnerOptimizer> optimizer_;
+  std::vector<ModelInstance> instances_;  // instance 0 first; merged ones are removed
   std::unique_ptr<GradientSync> grad_sync_;
   std::unique_ptr<OuterSync> outer_;
   std::unique_ptr<IntervalController> controller_;
-  std::unique_ptr<BatchController> batch_;
-  std::unique_ptr<GradientSamples> samples_;  // when the batch controller tests the noise
-  NoiseSums round_noise_;                     // this rank's share of the round's sums
-  std::vector<int64_t> dc_batches_;           // per dc, sequences per rank this round
-  int64_t initial_batch_ = 0;                 // sequences per rank of the first round
+  std::vector<int64_t> dc_batches_;          // per dc, sequences per rank this round
+  std::vector<int64_t> last_round_batches_;  // per dc, sequences per step of the last round
+  int64_t initial_batch_ = 0;                // sequences per rank and instance of the first round
+  int64_t initial_dc_batch_ = 0;             // sequences per rank of the first round, all instances
   int64_t initial_tokens_per_step_ = 1;
   int64_t tokens_ = 0;
   std::unique_ptr<TokenDataset> train_data_;
   std::unique_ptr<TokenDataset> val_data_;
-  std::unique_ptr<BatchStream> stream_;
   std::optional<RunDirectory> run_dir_;
   int64_t step_ = 0;
   int64_t rounds_ = 0;

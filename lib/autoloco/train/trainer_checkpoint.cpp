@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <array>
 #include <csignal>
 #include <cstdlib>
@@ -83,6 +84,22 @@ const ManifestFile& manifest_entry(const Manifest& m, const std::string& path,
   return *f;
 }
 
+// Datasets of model instance `id` (batch.instances > 1): instance 0 keeps the names of a run
+// without instances.
+std::string instance_prefix(int id) {
+  return id == 0 ? std::string() : fmt::format("instance_{}/", id);
+}
+
+NoiseSums noise_sums(const std::vector<double>& values, const std::string& file) {
+  if (values.size() != NoiseSums::kCount) {
+    throw CheckpointError(fmt::format("'{}': round/noise_sums holds {} values, not {}", file,
+                                      values.size(), NoiseSums::kCount));
+  }
+  std::array<double, NoiseSums::kCount> a{};
+  std::copy(values.begin(), values.end(), a.begin());
+  return NoiseSums::from_array(a);
+}
+
 // For the test of a job killed while writing: AUTOLOCO_TEST_KILL_IN_CHECKPOINT=STEP makes world
 // rank 0 kill itself after the data files of that step's checkpoint, before its manifest.
 void maybe_die_for_test(int64_t step, int rank) {
@@ -99,6 +116,21 @@ std::string checkpoint_path(const std::string& request) {
 
 }  // namespace
 
+void Trainer::keep_instances(const std::vector<int64_t>& active, const std::string& file) {
+  std::vector<ModelInstance> kept;
+  for (ModelInstance& inst : instances_) {
+    if (std::find(active.begin(), active.end(), inst.id) != active.end()) {
+      kept.push_back(std::move(inst));
+    }
+  }
+  if (kept.size() != active.size() || kept.empty() || kept[0].id != 0) {
+    throw CheckpointError(fmt::format(
+        "'{}': instances/active is [{}], which does not fit batch.instances = {} of this run", file,
+        fmt::join(active, ", "), instances_.size()));
+  }
+  instances_ = std::move(kept);
+}
+
 std::string Trainer::checkpoint_dir() const {
   return (fs::path(config_.run.out_dir) / config_.run.name / "checkpoints").string();
 }
@@ -114,8 +146,8 @@ ManifestFile Trainer::write_global_file(const std::string& dir, const std::strin
   w.write("topology/world_size", int64_t{topo_.world_size});
   w.write("topology/num_dcs", int64_t{topo_.num_dcs});
   w.write("topology/ranks_per_dc", int64_t{topo_.ranks_per_dc});
-  w.write("model/parameters", param_table(*params_));
-  w.write("model/numel", params_->numel());
+  w.write("model/parameters", param_table(params()));
+  w.write("model/numel", params().numel());
   w.write("counters/step", step_);
   w.write("counters/rounds", rounds_);
   w.write("counters/round_steps", round_steps_);
@@ -124,8 +156,9 @@ ManifestFile Trainer::write_global_file(const std::string& dir, const std::strin
   w.write("counters/round_lr_sum", round_lr_sum_);
   w.write("counters/tokens", tokens_);
   w.write("counters/tokens_at_log", loop_.tokens_at_log);
-  w.write("batch/controller", batch_->name());
+  w.write("batch/controller", instances_[0].batch->name());
   w.write("batch/dc_batches", dc_batches_);
+  w.write("batch/last_round_batches", last_round_batches_);
   w.write("loop/eval_due", int64_t{loop_.eval_due});
   w.write("loop/final_train_loss", loop_.final_train_loss);
   w.write("loop/final_eval_loss", loop_.final_eval_loss);
@@ -145,13 +178,19 @@ ManifestFile Trainer::write_global_file(const std::string& dir, const std::strin
 ManifestFile Trainer::write_dc_file(const std::string& dir) {
   const std::string name = dc_file(topo_.dc);
   H5Writer w(dir + "/" + name);
-  write_tensor(w, "replica/values", params_->values());
-  if (auto* adamw = dynamic_cast<FlatAdamW*>(optimizer_.get())) {
-    w.write("adamw/step", adamw->step_count());
-    write_tensor(w, "adamw/exp_avg", adamw->exp_avg());
-    write_tensor(w, "adamw/exp_avg_sq", adamw->exp_avg_sq());
+  std::vector<int64_t> active;
+  for (const ModelInstance& inst : instances_) {
+    const std::string at = instance_prefix(inst.id);
+    write_tensor(w, at + "replica/values", inst.params->values());
+    if (auto* adamw = dynamic_cast<FlatAdamW*>(inst.optimizer.get())) {
+      w.write(at + "adamw/step", adamw->step_count());
+      write_tensor(w, at + "adamw/exp_avg", adamw->exp_avg());
+      write_tensor(w, at + "adamw/exp_avg_sq", adamw->exp_avg_sq());
+    }
+    w.write(at + "batch/state", inst.batch->state());
+    active.push_back(inst.id);
   }
-  w.write("batch/state", batch_->state());
+  w.write("instances/active", active);
   return finish(w, name);
 }
 
@@ -160,7 +199,12 @@ ManifestFile Trainer::write_rank_file(const std::string& dir) {
   H5Writer w(dir + "/" + name);
   w.write("rank/dc", int64_t{topo_.dc});
   w.write("rank/member", int64_t{topo_.member});
-  w.write("data/cursor", static_cast<int64_t>(stream_->cursor().samples));
+  for (const ModelInstance& inst : instances_) {
+    const std::string at = instance_prefix(inst.id);
+    w.write(at + "data/cursor", static_cast<int64_t>(inst.stream->cursor().samples));
+    const auto noise = inst.round_noise.to_array();
+    w.write(at + "round/noise_sums", std::vector<double>(noise.begin(), noise.end()));
+  }
   {
     at::Generator gen = at::detail::getDefaultCPUGenerator();
     std::lock_guard<std::mutex> lock(gen.mutex());
@@ -171,8 +215,6 @@ ManifestFile Trainer::write_rank_file(const std::string& dir) {
   w.write("loop/loss_count", loop_.loss_count);
   w.write("round/loss_sum", round_loss_sum_);
   w.write("round/start_compute_s", round_start_compute_s_);
-  const auto noise = round_noise_.to_array();
-  w.write("round/noise_sums", std::vector<double>(noise.begin(), noise.end()));
   w.write("clock/wall_s", wall_.seconds());
   const WanCounters c = wan_->counters();
   w.write("wan/dc_bytes", c.dc_bytes);
@@ -317,7 +359,7 @@ void Trainer::check_resumable(const std::string& path) {
         topo_.ranks_per_dc));
   }
   const std::string diff =
-      first_difference(g.read_string("model/parameters"), param_table(*params_));
+      first_difference(g.read_string("model/parameters"), param_table(params()));
   if (!diff.empty()) {
     throw ResumeMismatch(fmt::format(
         "cannot resume from '{}': the model differs: {}. Use the model.* keys the checkpoint was "
@@ -361,6 +403,9 @@ Trainer::Resumed Trainer::load_checkpoint(const std::string& path) {
     loop_.tokens_at_log =
         g.has("counters/tokens_at_log") ? g.read_int("counters/tokens_at_log") : tokens_;
     if (g.has("batch/dc_batches")) dc_batches_ = g.read_i64("batch/dc_batches");
+    if (g.has("batch/last_round_batches")) {
+      last_round_batches_ = g.read_i64("batch/last_round_batches");
+    }
     loop_.eval_due = g.read_int("loop/eval_due") != 0;
     loop_.final_train_loss = g.read_double("loop/final_train_loss");
     loop_.final_eval_loss = g.read_double("loop/final_eval_loss");
@@ -383,20 +428,34 @@ Trainer::Resumed Trainer::load_checkpoint(const std::string& path) {
   {
     const std::string name = dc_file(topo_.dc);
     const H5Reader d(path + "/" + name, &manifest_entry(m, path, name).datasets);
-    read_tensor(d, "replica/values", params_->values());
-    if (auto* adamw = dynamic_cast<FlatAdamW*>(optimizer_.get())) {
-      torch::Tensor m1 = torch::empty_like(adamw->exp_avg());
-      torch::Tensor m2 = torch::empty_like(adamw->exp_avg_sq());
-      read_tensor(d, "adamw/exp_avg", m1);
-      read_tensor(d, "adamw/exp_avg_sq", m2);
-      adamw->set_state(d.read_int("adamw/step"), m1, m2);
+    keep_instances(
+        d.has("instances/active") ? d.read_i64("instances/active") : std::vector<int64_t>{0},
+        path + "/" + name);
+    for (ModelInstance& inst : instances_) {
+      const std::string at = instance_prefix(inst.id);
+      read_tensor(d, at + "replica/values", inst.params->values());
+      if (auto* adamw = dynamic_cast<FlatAdamW*>(inst.optimizer.get())) {
+        torch::Tensor m1 = torch::empty_like(adamw->exp_avg());
+        torch::Tensor m2 = torch::empty_like(adamw->exp_avg_sq());
+        read_tensor(d, at + "adamw/exp_avg", m1);
+        read_tensor(d, at + "adamw/exp_avg_sq", m2);
+        adamw->set_state(d.read_int(at + "adamw/step"), m1, m2);
+      }
+      // Checkpoints from before adaptive batches ran a fixed batch, which keeps no state.
+      inst.batch->load_state(d.has(at + "batch/state") ? d.read_f64(at + "batch/state")
+                                                       : std::vector<double>{});
     }
-    batch_->load_state(d.has("batch/state") ? d.read_f64("batch/state") : std::vector<double>{});
   }
   {
     const std::string name = rank_file(topo_.world_rank);
     const H5Reader k(path + "/" + name, &manifest_entry(m, path, name).datasets);
-    stream_->set_cursor(StreamCursor{static_cast<uint64_t>(k.read_int("data/cursor"))});
+    for (ModelInstance& inst : instances_) {
+      const std::string at = instance_prefix(inst.id);
+      inst.stream->set_cursor(StreamCursor{static_cast<uint64_t>(k.read_int(at + "data/cursor"))});
+      if (k.has(at + "round/noise_sums")) {
+        inst.round_noise = noise_sums(k.read_f64(at + "round/noise_sums"), path + "/" + name);
+      }
+    }
     {
       const std::vector<uint8_t> bytes = k.read_u8("rng/cpu");
       torch::Tensor state = torch::empty({static_cast<int64_t>(bytes.size())}, torch::kUInt8);
@@ -409,16 +468,7 @@ Trainer::Resumed Trainer::load_checkpoint(const std::string& path) {
     loop_.loss_count = k.read_int("loop/loss_count");
     round_loss_sum_ = k.read_double("round/loss_sum");
     round_start_compute_s_ = k.read_double("round/start_compute_s");
-    if (k.has("round/noise_sums")) {
-      const std::vector<double> noise = k.read_f64("round/noise_sums");
-      if (noise.size() != NoiseSums::kCount) {
-        throw CheckpointError(fmt::format("'{}/{}': round/noise_sums holds {} values, not {}", path,
-                                          name, noise.size(), NoiseSums::kCount));
-      }
-      std::array<double, NoiseSums::kCount> a{};
-      std::copy(noise.begin(), noise.end(), a.begin());
-      round_noise_ = NoiseSums::from_array(a);
-    }
+
     resumed_wall_s_ = k.read_double("clock/wall_s");
     wan_->restore(WanCounters{k.read_int("wan/dc_bytes"), k.read_int("wan/messages"),
                               k.read_double("wan/link_s"), k.read_double("wan/wall_s")});
