@@ -14,6 +14,7 @@
 #include "../support/temp_dir.hpp"
 #include "../support/tiny_corpus.hpp"
 
+using autoloco::test::count_lines;
 using autoloco::test::json_number;
 using autoloco::test::read_text;
 
@@ -35,14 +36,6 @@ int run_tiny(const std::string& dir, const std::string& name, const std::string&
       "/runs --set run.name=" + name + " " + extra + " > " + dir + "/train.log 2>&1";
   INFO(command);
   return std::system(command.c_str());
-}
-
-int count_lines(const std::string& path) {
-  std::ifstream in(path);
-  int lines = 0;
-  for (std::string line; std::getline(in, line);)
-    ++lines;
-  return lines;
 }
 
 }  // namespace

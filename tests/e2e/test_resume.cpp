@@ -17,6 +17,7 @@
 #include "autoloco/ckpt/checkpoint_dir.hpp"
 #include "autoloco/ckpt/layout.hpp"
 
+using autoloco::test::count_lines;
 using autoloco::test::json_number;
 using autoloco::test::read_text;
 namespace fs = std::filesystem;
@@ -35,14 +36,6 @@ std::string train_command(const std::string& dir, const std::string& name, int64
          dir + "/data/train_*.bin --set data.val=" + dir +
          "/data/val_*.bin --set run.out_dir=" + dir + "/runs --set run.name=" + name +
          " --set run.steps=" + std::to_string(steps) + " " + extra;
-}
-
-int count_lines(const std::string& path) {
-  std::ifstream in(path);
-  int n = 0;
-  for (std::string line; std::getline(in, line);)
-    ++n;
-  return n;
 }
 
 // Waits until `predicate` holds, for at most `seconds`.

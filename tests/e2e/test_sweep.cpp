@@ -12,19 +12,8 @@
 #include "../support/temp_dir.hpp"
 #include "../support/tiny_corpus.hpp"
 
+using autoloco::test::count_lines;
 using autoloco::test::read_text;
-
-namespace {
-
-int count_lines(const std::string& path) {
-  std::ifstream in(path);
-  int lines = 0;
-  for (std::string line; std::getline(in, line);)
-    ++lines;
-  return lines;
-}
-
-}  // namespace
 
 TEST_CASE("e2e: sweep.py runs a grid and skips finished runs and reports", "[e2e]") {
   const autoloco::test::TempDir tmp("e2e-sweep");

@@ -13,16 +13,7 @@
 using namespace autoloco;
 using test::identical_on_all_ranks;
 using test::SharedCorpus;
-
-namespace {
-
-int world_rank() {
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  return rank;
-}
-
-}  // namespace
+using test::world_rank;
 
 TEST_CASE("the NCCL communicator sums and gathers and broadcasts device buffers",
           "[np=2][gpus=2]") {

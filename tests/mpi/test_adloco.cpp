@@ -21,15 +21,12 @@
 using namespace autoloco;
 using test::check_same_state;
 using test::lines_without_clock;
+using test::run;
+using test::run_dir;
 using test::SharedCorpus;
+using test::world_rank;
 
 namespace {
-
-int world_rank() {
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  return rank;
-}
 
 struct Vector : torch::nn::Module {
   torch::Tensor w;
@@ -54,19 +51,6 @@ Config adloco_config(const SharedCorpus& corpus, int ranks_per_dc, const std::st
   c.ckpt.every_minutes = 0;
   c.ckpt.keep_last = 10;
   return c;
-}
-
-TrainSummary run(const Config& c, const std::string& resume = "", int64_t stop_at = -1) {
-  TrainerOptions o;
-  o.print_progress = false;
-  o.resume = resume;
-  o.stop_at_step = stop_at;
-  Trainer trainer(c, MPI_COMM_WORLD, o);
-  return trainer.train();
-}
-
-std::string run_dir(const Config& c) {
-  return c.run.out_dir + "/" + c.run.name;
 }
 
 }  // namespace

@@ -26,16 +26,13 @@
 using namespace autoloco;
 using test::check_same_state;
 using test::lines_without_clock;
+using test::run;
+using test::run_dir;
 using test::SharedCorpus;
+using test::world_rank;
 namespace fs = std::filesystem;
 
 namespace {
-
-int world_rank() {
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  return rank;
-}
 
 Config resume_config(const SharedCorpus& corpus, const std::string& name) {
   Config c = corpus.config(2);
@@ -55,19 +52,6 @@ Config resume_config(const SharedCorpus& corpus, const std::string& name) {
   c.ckpt.every_minutes = 0;
   c.ckpt.keep_last = 10;
   return c;
-}
-
-TrainSummary run(const Config& c, const std::string& resume = "", int64_t stop_at = -1) {
-  TrainerOptions o;
-  o.print_progress = false;
-  o.resume = resume;
-  o.stop_at_step = stop_at;
-  Trainer trainer(c, MPI_COMM_WORLD, o);
-  return trainer.train();
-}
-
-std::string run_dir(const Config& c) {
-  return c.run.out_dir + "/" + c.run.name;
 }
 
 // The uninterrupted run, its final checkpoint and its round ends.

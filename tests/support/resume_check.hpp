@@ -1,5 +1,6 @@
-// Helpers of the exact-resume tests: two checkpoints hold the same state bit for bit, and two
-// runs wrote the same metrics and syncs lines, apart from what measures wall-clock time.
+// Helpers of the exact-resume tests: a run that stops or resumes, two checkpoints that hold the
+// same state bit for bit, and two runs that wrote the same metrics and syncs lines, apart from
+// what measures wall-clock time.
 #pragma once
 
 #include <mpi.h>
@@ -15,8 +16,24 @@
 #include "autoloco/ckpt/h5_file.hpp"
 #include "autoloco/ckpt/layout.hpp"
 #include "autoloco/ckpt/manifest.hpp"
+#include "autoloco/train/trainer.hpp"
 
 namespace autoloco::test {
+
+// A whole run on MPI_COMM_WORLD without progress lines: `resume` as --resume, `stop_at` as a stop
+// signal agreed at that step (-1: none).
+inline TrainSummary run(const Config& c, const std::string& resume = "", int64_t stop_at = -1) {
+  TrainerOptions o;
+  o.print_progress = false;
+  o.resume = resume;
+  o.stop_at_step = stop_at;
+  Trainer trainer(c, MPI_COMM_WORLD, o);
+  return trainer.train();
+}
+
+inline std::string run_dir(const Config& c) {
+  return c.run.out_dir + "/" + c.run.name;
+}
 
 // metrics.jsonl or syncs.jsonl without the fields that measure wall-clock time.
 inline std::vector<std::string> lines_without_clock(const std::string& path) {

@@ -16,6 +16,14 @@ inline std::string read_text(const std::string& path) {
   return s.str();
 }
 
+inline int count_lines(const std::string& path) {
+  std::ifstream in(path);
+  int lines = 0;
+  for (std::string line; std::getline(in, line);)
+    ++lines;
+  return lines;
+}
+
 // The first number stored under "key"; the test fails when there is none.
 inline double json_number(const std::string& json, const std::string& key) {
   std::smatch m;

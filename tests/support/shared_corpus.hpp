@@ -15,6 +15,12 @@
 
 namespace autoloco::test {
 
+inline int world_rank() {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  return rank;
+}
+
 // Rank 0 writes the corpus into a directory named after its pid (the same path on every rank)
 // and removes it when the test ends.
 struct SharedCorpus {
