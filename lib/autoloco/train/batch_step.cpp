@@ -38,11 +38,14 @@ void GradientSamples::before_sync(FlatParams& params) {
 void GradientSamples::after_sync(FlatParams& params, NoiseSums& sums) {
   torch::NoGradGuard no_grad;
   const torch::Tensor& mean = params.grads();
-  const double mean_sq = mean.dot(mean).item<double>();
-  double norms[2] = {};
-  double dots[2] = {};
-  norms[0] = sample_.dot(sample_).item<double>();
-  dots[0] = sample_.dot(mean).item<double>();
+  // One read of the three products: each item() would be a stall of a GPU's queue.
+  const torch::Tensor products =
+      torch::stack({mean.dot(mean), sample_.dot(sample_), sample_.dot(mean)})
+          .to(torch::kCPU, torch::kDouble);
+  const double* p = products.data_ptr<double>();
+  const double mean_sq = p[0];
+  double norms[2] = {p[1], 0.0};
+  double dots[2] = {p[2], 0.0};
   if (per_rank_ == 2) {
     // A dc of one rank: ḡ is the mean of the two halves, so the second is g_2 = 2ḡ − g_1 and
     // ‖g_2‖² = 4‖ḡ‖² − 4⟨g_1,ḡ⟩ + ‖g_1‖², ⟨g_2,ḡ⟩ = 2‖ḡ‖² − ⟨g_1,ḡ⟩.
