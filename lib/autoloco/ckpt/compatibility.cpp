@@ -10,14 +10,14 @@
 namespace autoloco {
 
 bool safe_to_change(const std::string& key) {
-  static const std::array<const char*, 14> kSafe = {
-      "run.name",         "run.out_dir",
-      "run.steps",        "run.eval_every",
-      "run.eval_batches", "run.log_every",
-      "run.device",       "run.threads",
-      "data.train",       "data.val",
-      "wan.mode",         "wan.bandwidth_gbps",
-      "wan.latency_ms",   "interval.check_consistency"};
+  // How the same state is computed (device, precision, kernels) may change; the state may not.
+  static const std::array<const char*, 18> kSafe = {
+      "run.name",           "run.out_dir",      "run.steps",
+      "run.eval_every",     "run.eval_batches", "run.log_every",
+      "run.device",         "run.precision",    "run.tf32",
+      "run.threads",        "inner.adamw",      "outer.state_device",
+      "data.train",         "data.val",         "wan.mode",
+      "wan.bandwidth_gbps", "wan.latency_ms",   "interval.check_consistency"};
   if (key.rfind("ckpt.", 0) == 0) return true;
   return std::find(kSafe.begin(), kSafe.end(), key) != kSafe.end();
 }
@@ -46,7 +46,8 @@ std::vector<ConfigChange> check_config_resumable(const Config& saved, const Conf
       "cannot resume from '{}': the config differs in keys that the saved state depends on:{}\n"
       "Put the checkpoint's values back (--set KEY=VALUE), or start a new run (another "
       "run.name) without --resume. Keys that may change on resume: run.steps, run.eval_every, "
-      "run.eval_batches, run.log_every, run.threads, run.device, data paths, wan.*, ckpt.*",
+      "run.eval_batches, run.log_every, run.threads, run.device, run.precision, run.tf32, "
+      "inner.adamw, outer.state_device, data paths, wan.*, ckpt.*",
       origin, lines));
 }
 

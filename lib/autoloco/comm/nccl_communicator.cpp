@@ -1,5 +1,6 @@
 #include "autoloco/comm/nccl_communicator.hpp"
 
+#include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime.h>
 #include <fmt/format.h>
 #include <nccl.h>
@@ -43,8 +44,11 @@ ncclDataType_t nccl_type(DType t) {
 
 struct NcclCommunicator::State {
   ncclComm_t comm = nullptr;
-  cudaStream_t stream = nullptr;
   int device = 0;
+
+  cudaStream_t stream() const {
+    return c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device)).stream();
+  }
 };
 
 bool nccl_available() {
@@ -60,42 +64,38 @@ NcclCommunicator::NcclCommunicator(MPI_Comm group, int device) : state_(std::mak
   if (rank_ == 0) AUTOLOCO_NCCL(ncclGetUniqueId(&id));
   AUTOLOCO_MPI(MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, group));
   AUTOLOCO_NCCL(ncclCommInitRank(&state_->comm, size_, id, rank_));
-  AUTOLOCO_CUDA(cudaStreamCreateWithFlags(&state_->stream, cudaStreamNonBlocking));
 }
 
 NcclCommunicator::~NcclCommunicator() {
-  if (state_->stream != nullptr) cudaStreamDestroy(state_->stream);
   if (state_->comm != nullptr) ncclCommDestroy(state_->comm);
 }
 
 void NcclCommunicator::synchronize() {
-  AUTOLOCO_CUDA(cudaStreamSynchronize(state_->stream));
+  AUTOLOCO_CUDA(cudaStreamSynchronize(state_->stream()));
 }
 
 void NcclCommunicator::allreduce_sum(void* data, size_t count, DType type) {
   AUTOLOCO_NCCL(
-      ncclAllReduce(data, data, count, nccl_type(type), ncclSum, state_->comm, state_->stream));
-  synchronize();
+      ncclAllReduce(data, data, count, nccl_type(type), ncclSum, state_->comm, state_->stream()));
 }
 
 void NcclCommunicator::allgather(const void* send, void* recv, size_t count, DType type) {
-  AUTOLOCO_NCCL(ncclAllGather(send, recv, count, nccl_type(type), state_->comm, state_->stream));
-  synchronize();
+  AUTOLOCO_NCCL(ncclAllGather(send, recv, count, nccl_type(type), state_->comm, state_->stream()));
 }
 
 void NcclCommunicator::broadcast(void* data, size_t count, DType type, int root) {
   AUTOLOCO_NCCL(
-      ncclBroadcast(data, data, count, nccl_type(type), root, state_->comm, state_->stream));
-  synchronize();
+      ncclBroadcast(data, data, count, nccl_type(type), root, state_->comm, state_->stream()));
 }
 
 void NcclCommunicator::barrier() {
   // NCCL has no barrier: an all-reduce of one element orders every rank the same way.
+  const cudaStream_t stream = state_->stream();
   float* one = nullptr;
-  AUTOLOCO_CUDA(cudaMallocAsync(reinterpret_cast<void**>(&one), sizeof(float), state_->stream));
-  AUTOLOCO_CUDA(cudaMemsetAsync(one, 0, sizeof(float), state_->stream));
-  AUTOLOCO_NCCL(ncclAllReduce(one, one, 1, ncclFloat32, ncclSum, state_->comm, state_->stream));
-  AUTOLOCO_CUDA(cudaFreeAsync(one, state_->stream));
+  AUTOLOCO_CUDA(cudaMallocAsync(reinterpret_cast<void**>(&one), sizeof(float), stream));
+  AUTOLOCO_CUDA(cudaMemsetAsync(one, 0, sizeof(float), stream));
+  AUTOLOCO_NCCL(ncclAllReduce(one, one, 1, ncclFloat32, ncclSum, state_->comm, stream));
+  AUTOLOCO_CUDA(cudaFreeAsync(one, stream));
   synchronize();
 }
 

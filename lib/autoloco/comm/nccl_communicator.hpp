@@ -1,6 +1,9 @@
 // Communicator over NCCL for device buffers inside a datacenter (CUDA builds only). The NCCL
-// unique id is created by the group's rank 0 and shared over MPI; every call is enqueued on the
-// communicator's own stream and waited for, so callers see plain blocking semantics.
+// unique id is created by the group's rank 0 and shared over MPI. Every collective is enqueued
+// on LibTorch's current CUDA stream: it starts after the kernels that produced its buffer (the
+// backward pass) and the kernels that consume it (clipping, AdamW) follow it, with no host wait
+// in between. A caller reading a buffer on the host goes through LibTorch (item(), cpu()),
+// which waits for that stream; barrier() alone waits itself.
 #pragma once
 
 #include <mpi.h>

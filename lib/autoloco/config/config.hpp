@@ -18,6 +18,8 @@ struct RunConfig {
   int64_t eval_batches = 8;
   int64_t log_every = 10;
   std::string device = "cpu";
+  std::string precision = "auto";
+  bool tf32 = true;
   int64_t threads = 0;
 
   template <class Self, class V>
@@ -34,6 +36,11 @@ struct RunConfig {
     v("eval_batches", s.eval_batches, "validation batches per evaluation, spread over the ranks");
     v("log_every", s.log_every, "write a metrics line and a progress line every this many steps");
     v("device", s.device, "cpu or cuda (cuda needs a CUDA build of LibTorch)");
+    v("precision", s.precision,
+      "auto (bf16 on cuda, fp32 on cpu), fp32, or bf16: bf16 autocast of the forward pass "
+      "(matmuls and attention in bf16) over fp32 weights, gradients and optimizer state");
+    v("tf32", s.tf32,
+      "let the float32 matmuls that remain on a GPU use TF32 tensor cores (no effect on cpu)");
     v("threads", s.threads, "intra-op threads per rank; 0 picks cores / ranks on this host");
   }
 };
@@ -93,6 +100,7 @@ struct InnerConfig {
   double eps = 1e-8;
   double weight_decay = 0.1;
   double grad_clip = 1.0;
+  std::string adamw = "auto";
 
   template <class Self, class V>
   static void visit(Self& s, V& v) {
@@ -107,6 +115,9 @@ struct InnerConfig {
     v("weight_decay", s.weight_decay,
       "decoupled weight decay, on matrices and embeddings only (not biases or norms)");
     v("grad_clip", s.grad_clip, "clip the global gradient norm to this (0: off)");
+    v("adamw", s.adamw,
+      "AdamW kernel: fused (LibTorch's one-pass kernel; needs LibTorch 2.x), flat (a few "
+      "whole-buffer ops, any LibTorch) or auto (fused on cuda when LibTorch has it, else flat)");
   }
 };
 
@@ -119,7 +130,7 @@ struct OuterConfig {
   std::string correction = "none";
   double correction_beta = 0.5;
   std::string wire_dtype = "fp32";
-  std::string state_device = "cpu";
+  std::string state_device = "auto";
 
   template <class Self, class V>
   static void visit(Self& s, V& v) {
@@ -141,7 +152,8 @@ struct OuterConfig {
       "dtype of pseudo-gradients (and ddp gradients) on the inter-dc link: fp32 or bf16 (summed "
       "in fp32)");
     v("state_device", s.state_device,
-      "where the outer state (anchor, momentum; fp32) lives: cpu or device (run.device)");
+      "where the outer state (anchor, momentum; fp32) lives: cpu, device (run.device), or auto "
+      "(the device for models up to 1B parameters, 8 GB of outer state; the cpu beyond)");
   }
 };
 

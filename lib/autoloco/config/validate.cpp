@@ -1,6 +1,7 @@
 // Value and combination checks. Each message names the key and says what would be valid.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <torch/version.h>
 
 #include <cmath>
 
@@ -9,6 +10,9 @@
 
 namespace autoloco {
 namespace {
+
+// at::_fused_adamw_ (LibTorch 2.x): one pass over parameters, gradients and both moments.
+constexpr bool kFusedAdamW = TORCH_VERSION_MAJOR >= 2;
 
 void require(bool ok, const std::string& key, const std::string& what) {
   if (!ok) throw ConfigError(fmt::format("config key {}: {}", key, what));
@@ -41,6 +45,7 @@ void validate_run(const RunConfig& r) {
   require_positive(r.eval_batches, "run.eval_batches");
   require_positive(r.log_every, "run.log_every");
   require_one_of(r.device, {"cpu", "cuda"}, "run.device");
+  require_one_of(r.precision, {"auto", "fp32", "bf16"}, "run.precision");
   require_non_negative(r.threads, "run.threads");
 }
 
@@ -65,6 +70,10 @@ void validate_data(const DataConfig& d) {
 
 void validate_inner(const InnerConfig& i) {
   require_one_of(i.optimizer, {"adamw", "sgd"}, "inner.optimizer");
+  require_one_of(i.adamw, {"auto", "fused", "flat"}, "inner.adamw");
+  require(
+      i.adamw != "fused" || kFusedAdamW, "inner.adamw",
+      fmt::format("fused needs LibTorch 2.x, this build has {}: use auto or flat", TORCH_VERSION));
   require(i.lr > 0.0 && i.lr < 10.0, "inner.lr", fmt::format("must be in (0, 10), got {}", i.lr));
   require_non_negative(i.warmup_steps, "inner.warmup_steps");
   require_one_of(i.schedule, {"cosine", "constant"}, "inner.schedule");
@@ -96,7 +105,7 @@ void validate_outer(const OuterConfig& o) {
   require(o.correction_beta >= 0.0 && o.correction_beta <= 2.0, "outer.correction_beta",
           fmt::format("must be in [0, 2], got {}", o.correction_beta));
   require_one_of(o.wire_dtype, {"fp32", "bf16"}, "outer.wire_dtype");
-  require_one_of(o.state_device, {"cpu", "device"}, "outer.state_device");
+  require_one_of(o.state_device, {"auto", "cpu", "device"}, "outer.state_device");
 }
 
 void validate_interval(const IntervalConfig& i) {

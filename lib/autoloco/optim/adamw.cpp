@@ -2,6 +2,8 @@
 // one pass over the flat buffer, with no per-parameter loop.
 #include "autoloco/optim/adamw.hpp"
 
+#include <torch/version.h>
+
 #include <cmath>
 #include <string>
 
@@ -9,16 +11,32 @@
 
 namespace autoloco {
 
+bool fused_adamw_available() {
+  return TORCH_VERSION_MAJOR >= 2;
+}
+
 FlatAdamW::FlatAdamW(FlatParams& params, AdamWOptions options)
     : params_(params),
       options_(options),
       exp_avg_(torch::zeros_like(params.values())),
-      exp_avg_sq_(torch::zeros_like(params.values())),
-      denom_(torch::empty_like(params.values())) {}
+      exp_avg_sq_(torch::zeros_like(params.values())) {
+  if (options_.fused && !fused_adamw_available()) {
+    throw Error("FlatAdamW: the fused kernel needs LibTorch 2.x, this is " TORCH_VERSION);
+  }
+  if (options_.fused) {
+    step_count_ = torch::zeros({}, params.values().options());
+  } else {
+    denom_ = torch::empty_like(params.values());
+  }
+}
 
 void FlatAdamW::step(double lr) {
   torch::NoGradGuard no_grad;
   ++step_;
+  if (options_.fused) {
+    fused_step(lr);
+    return;
+  }
   auto& p = params_.values();
   const auto& g = params_.grads();
   const double b1 = options_.beta1;
@@ -38,6 +56,27 @@ void FlatAdamW::step(double lr) {
   p.addcdiv_(exp_avg_, denom_, -lr / bias_c1);
 }
 
+void FlatAdamW::fused_step(double lr) {
+#if TORCH_VERSION_MAJOR >= 2
+  step_count_.fill_(static_cast<double>(step_));
+  const auto& o = options_;
+  // Weight decay is per call: the decayed slice [0, decay_numel) and the rest, each contiguous.
+  auto update = [&](int64_t begin, int64_t numel, double weight_decay) {
+    if (numel == 0) return;
+    at::_fused_adamw_({params_.values().narrow(0, begin, numel)},
+                      {params_.grads().narrow(0, begin, numel)}, {exp_avg_.narrow(0, begin, numel)},
+                      {exp_avg_sq_.narrow(0, begin, numel)},
+                      /*max_exp_avg_sqs=*/{}, {step_count_}, lr, o.beta1, o.beta2, weight_decay,
+                      o.eps, /*amsgrad=*/false, /*maximize=*/false);
+  };
+  const int64_t decayed = o.weight_decay != 0.0 ? params_.decay_numel() : 0;
+  update(0, decayed, o.weight_decay);
+  update(decayed, params_.numel() - decayed, 0.0);
+#else
+  (void)lr;
+#endif
+}
+
 void FlatAdamW::set_state(int64_t step, const torch::Tensor& m, const torch::Tensor& v) {
   if (m.numel() != exp_avg_.numel() || v.numel() != exp_avg_sq_.numel()) {
     throw Error("FlatAdamW::set_state: state of " + std::to_string(m.numel()) + "/" +
@@ -49,6 +88,18 @@ void FlatAdamW::set_state(int64_t step, const torch::Tensor& m, const torch::Ten
   exp_avg_.copy_(m.reshape({-1}));
   exp_avg_sq_.copy_(v.reshape({-1}));
   step_ = step;
+}
+
+torch::Tensor clip_grad_norm_async(FlatParams& params, double max_norm) {
+  torch::NoGradGuard no_grad;
+  auto& g = params.grads();
+  if (!g.is_cuda()) {
+    const double norm = clip_grad_norm(params, max_norm);
+    return torch::full({}, norm, g.options());
+  }
+  torch::Tensor norm = g.norm();
+  if (max_norm > 0.0) g.mul_((max_norm / (norm + 1e-6)).clamp_max(1.0));
+  return norm;
 }
 
 double clip_grad_norm(FlatParams& params, double max_norm) {

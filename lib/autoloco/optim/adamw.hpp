@@ -16,7 +16,13 @@ struct AdamWOptions {
   double beta2 = 0.95;
   double eps = 1e-8;
   double weight_decay = 0.1;  // applied to FlatParams' decayed slice only
+  // LibTorch's fused kernel (at::_fused_adamw_, LibTorch 2.x): the same update in one pass
+  // over p, g, m and v instead of about nine; rounding differs in the last bits.
+  bool fused = false;
 };
+
+// True when this LibTorch has the fused AdamW kernel.
+bool fused_adamw_available();
 
 // PyTorch's AdamW, step t (1-based), on the whole flat buffer:
 //   p[:decay_numel] *= 1 - lr wd
@@ -41,16 +47,24 @@ class FlatAdamW final : public InnerOptimizer {
   void set_state(int64_t step, const torch::Tensor& m, const torch::Tensor& v);
 
  private:
+  void fused_step(double lr);
+
   FlatParams& params_;
   AdamWOptions options_;
   int64_t step_ = 0;
   torch::Tensor exp_avg_;
   torch::Tensor exp_avg_sq_;
-  torch::Tensor denom_;  // scratch, kept to avoid an allocation per step
+  torch::Tensor denom_;       // scratch of the flat update, kept to avoid an allocation per step
+  torch::Tensor step_count_;  // the fused kernel reads t from a float tensor on the device
 };
 
 // Returns the global L2 norm of the gradients before clipping. When max_norm > 0, scales the
 // gradients by max_norm / (norm + 1e-6) if that is below 1, as torch::nn::utils::clip_grad_norm_.
 double clip_grad_norm(FlatParams& params, double max_norm);
+
+// The same, returning the norm as a 0-dim float tensor on the gradients' device. On a GPU the
+// scale is computed there, so the step needs no host read (which would stall the queue); on the
+// CPU it is clip_grad_norm, bit for bit.
+torch::Tensor clip_grad_norm_async(FlatParams& params, double max_norm);
 
 }  // namespace autoloco

@@ -13,8 +13,12 @@ void FlatSgd::step(double lr) {
 std::unique_ptr<InnerOptimizer> make_inner_optimizer(const InnerConfig& inner, FlatParams& params) {
   if (inner.optimizer == "sgd") return std::make_unique<FlatSgd>(params);
   if (inner.optimizer == "adamw") {
-    return std::make_unique<FlatAdamW>(
-        params, AdamWOptions{inner.betas[0], inner.betas[1], inner.eps, inner.weight_decay});
+    AdamWOptions o{inner.betas[0], inner.betas[1], inner.eps, inner.weight_decay};
+    // auto: fused where it pays (a GPU, whose time goes to memory passes); the CPU keeps the
+    // flat update, so CPU runs stay bitwise what they were.
+    o.fused = inner.adamw == "fused" ||
+              (inner.adamw == "auto" && params.values().is_cuda() && fused_adamw_available());
+    return std::make_unique<FlatAdamW>(params, o);
   }
   throw ConfigError("config key inner.optimizer: unknown optimizer '" + inner.optimizer + "'");
 }

@@ -25,7 +25,8 @@ class FlatSgd final : public InnerOptimizer {
   FlatParams& params_;
 };
 
-// inner.optimizer: adamw (inner.betas, eps, weight_decay) or sgd.
+// inner.optimizer: adamw (inner.betas, eps, weight_decay; inner.adamw picks the kernel for the
+// params' device) or sgd.
 std::unique_ptr<InnerOptimizer> make_inner_optimizer(const InnerConfig& inner, FlatParams& params);
 
 }  // namespace autoloco

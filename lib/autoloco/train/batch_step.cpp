@@ -1,23 +1,40 @@
 #include "autoloco/train/batch_step.hpp"
 
+#include "autoloco/train/precision.hpp"
+
 namespace autoloco {
 
-double forward_backward(GPT& model, FlatParams& params, BatchStream& stream, const BatchPlan& plan,
-                        torch::Device device, GradientSamples* samples) {
+torch::Tensor to_device(const torch::Tensor& host, torch::Device device) {
+  if (!device.is_cuda()) return host.to(device);
+  return host.pin_memory().to(device, /*non_blocking=*/true);
+}
+
+torch::Tensor forward_backward_async(GPT& model, FlatParams& params, BatchStream& stream,
+                                     const BatchPlan& plan, torch::Device device,
+                                     GradientSamples* samples, bool bf16) {
   params.zero_grad();
-  // Summed on the device and read once: a read per micro-batch would stall a GPU's queue.
+  // Summed on the device: a read per micro-batch would stall a GPU's queue.
   torch::Tensor loss_sum;
   // Equal micro-batches: the batch's mean loss is the mean of theirs, and so is its gradient.
   const double scale = 1.0 / static_cast<double>(plan.accum);
   for (int64_t micro = 0; micro < plan.accum; ++micro) {
     Batch batch = stream.next(plan.micro_batch);
-    const torch::Tensor logits = model->forward(batch.inputs.to(device));
-    const torch::Tensor loss = lm_loss(logits, batch.targets.to(device));
+    torch::Tensor loss;
+    {
+      AutocastScope autocast(device, bf16);
+      const torch::Tensor logits = model->forward(to_device(batch.inputs, device));
+      loss = lm_loss(logits, to_device(batch.targets, device));
+    }
     (loss * scale).backward();
     loss_sum = micro == 0 ? loss.detach().to(torch::kDouble) : loss_sum + loss.detach();
     if (samples) samples->after_micro_batch(params, micro + 1, plan.accum);
   }
-  return loss_sum.item<double>() * scale;
+  return loss_sum * scale;
+}
+
+double forward_backward(GPT& model, FlatParams& params, BatchStream& stream, const BatchPlan& plan,
+                        torch::Device device, GradientSamples* samples, bool bf16) {
+  return forward_backward_async(model, params, stream, plan, device, samples, bf16).item<double>();
 }
 
 void GradientSamples::after_micro_batch(FlatParams& params, int64_t done, int64_t accum) {
@@ -35,14 +52,13 @@ void GradientSamples::before_sync(FlatParams& params) {
   sample_.copy_(params.grads());
 }
 
-void GradientSamples::after_sync(FlatParams& params, NoiseSums& sums) {
+torch::Tensor GradientSamples::products(FlatParams& params) const {
   torch::NoGradGuard no_grad;
   const torch::Tensor& mean = params.grads();
-  // One read of the three products: each item() would be a stall of a GPU's queue.
-  const torch::Tensor products =
-      torch::stack({mean.dot(mean), sample_.dot(sample_), sample_.dot(mean)})
-          .to(torch::kCPU, torch::kDouble);
-  const double* p = products.data_ptr<double>();
+  return torch::stack({mean.dot(mean), sample_.dot(sample_), sample_.dot(mean)}).to(torch::kDouble);
+}
+
+void GradientSamples::add_step(const double* p, NoiseSums& sums) const {
   const double mean_sq = p[0];
   double norms[2] = {p[1], 0.0};
   double dots[2] = {p[2], 0.0};
@@ -53,6 +69,11 @@ void GradientSamples::after_sync(FlatParams& params, NoiseSums& sums) {
     dots[1] = 2.0 * mean_sq - dots[0];
   }
   sums.add_step(norms, dots, static_cast<size_t>(per_rank_), mean_sq, count_mean_);
+}
+
+void GradientSamples::after_sync(FlatParams& params, NoiseSums& sums) {
+  const torch::Tensor read = products(params).to(torch::kCPU);
+  add_step(read.data_ptr<double>(), sums);
 }
 
 }  // namespace autoloco

@@ -12,6 +12,13 @@ static_assert(kNumScalars == OuterSync::kRoundScalars);
 
 }  // namespace
 
+torch::Device outer_state_device(const std::string& state_device, torch::Device device,
+                                 int64_t parameters) {
+  if (state_device == "device") return device;
+  if (state_device == "auto" && parameters <= kAutoDeviceParameters) return device;
+  return torch::kCPU;
+}
+
 OuterSync::OuterSync(const OuterConfig& outer, int64_t H0, FlatParams& params,
                      HierarchicalAllreduce& reducer, WanLink& link, torch::Device state_device)
     : wire_(outer.wire_dtype == "bf16" ? DType::bf16 : DType::f32),
@@ -19,17 +26,31 @@ OuterSync::OuterSync(const OuterConfig& outer, int64_t H0, FlatParams& params,
       reducer_(reducer),
       link_(link) {
   torch::NoGradGuard no_grad;
+  const bool gpu = params.values().is_cuda();
   anchor_ = params.values().detach().to(state_device, torch::kFloat, false, /*copy=*/true);
-  staging_ = torch::empty(
-      {params.numel()},
-      torch::TensorOptions().dtype(torch::kFloat).pinned_memory(params.values().is_cuda()));
+  // Host buffers that meet a GPU are pinned: the DMA engine then copies them directly, at full
+  // link speed, instead of through the driver's pageable bounce buffer.
+  if (gpu && !anchor_.is_cuda()) anchor_ = anchor_.pin_memory();
+  staging_ = torch::empty({params.numel()},
+                          torch::TensorOptions().dtype(torch::kFloat).pinned_memory(gpu));
+}
+
+void OuterSync::stage_delta(FlatParams& params) {
+  const torch::Tensor& replica = params.values();
+  if (replica.is_cuda() && !anchor_.is_cuda()) {
+    // The replica comes to the host anchor: Δ_i = anchor − replica as anchor + (−replica),
+    // which rounds exactly like the subtraction.
+    staging_.copy_(replica);
+    staging_.neg_().add_(anchor_);
+    return;
+  }
+  // Where the anchor lives (the CPU, or the GPU next to the replica), then to the host.
+  staging_.copy_(anchor_ - replica.to(anchor_.device()));
 }
 
 RoundStats OuterSync::sync(FlatParams& params, const RoundInput& in) {
   torch::NoGradGuard no_grad;
-  // Δ_i = anchor − replica, computed where the anchor lives, then staged on the host.
-  const torch::Tensor delta = anchor_ - params.values().to(anchor_.device());
-  staging_.copy_(delta);
+  stage_delta(params);
   const double delta_norm = staging_.norm().item<double>();
   const double weight = in.tokens / in.nominal_tokens;
   if (weight != 1.0) staging_.mul_(weight);

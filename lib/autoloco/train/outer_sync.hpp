@@ -31,6 +31,14 @@ struct RoundInput {
   double demand = NAN;      // what its batch test asked for
 };
 
+// outer.state_device for a run on `device` with `parameters` parameters: auto keeps the outer
+// state next to the replica on a GPU up to kAutoDeviceParameters (8 GB of fp32 anchor and
+// momentum), where the round's arithmetic is fastest, and on the host beyond, where GPU memory
+// is better spent on activations.
+constexpr int64_t kAutoDeviceParameters = int64_t{1} << 30;
+torch::Device outer_state_device(const std::string& state_device, torch::Device device,
+                                 int64_t parameters);
+
 class OuterSync {
  public:
   // Scalars that ride in each round's inter-dc message (weight, loss, ‖Δ_i‖², ‖Δ_i‖, tokens,
@@ -52,11 +60,14 @@ class OuterSync {
   const OuterOptimizer& optimizer() const { return *optimizer_; }
 
  private:
+  // Δ_i = anchor − replica into staging_ (host, fp32).
+  void stage_delta(FlatParams& params);
+
   DType wire_;
   std::unique_ptr<OuterOptimizer> optimizer_;
   HierarchicalAllreduce& reducer_;
   WanLink& link_;
-  torch::Tensor anchor_;   // fp32, state device
+  torch::Tensor anchor_;   // fp32, state device (pinned when on the host and params on a GPU)
   torch::Tensor staging_;  // fp32 host buffer for the wire (pinned when params live on a GPU)
 };
 

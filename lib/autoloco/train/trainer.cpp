@@ -11,6 +11,7 @@
 #include "autoloco/metrics/progress.hpp"
 #include "autoloco/optim/adamw.hpp"
 #include "autoloco/optim/lr_schedule.hpp"
+#include "autoloco/train/precision.hpp"
 #include "autoloco/util/blas_threads.hpp"
 #include "autoloco/util/error.hpp"
 #include "autoloco/util/log.hpp"
@@ -52,6 +53,8 @@ Trainer::Trainer(const Config& config, MPI_Comm world, TrainerOptions options)
       stop_(world) {
   validate_world(config_, topo_.world_size);
   set_threads();
+  bf16_ = uses_bf16(config_.run, device_);
+  configure_matmul_precision(config_.run, device_);
   grad_comm_ =
       make_intra_dc_communicator(intra_mpi_->handle(), device_.is_cuda() ? device_.index() : -1);
   const auto& wan = config_.wan;
@@ -70,12 +73,13 @@ Trainer::Trainer(const Config& config, MPI_Comm world, TrainerOptions options)
     subset = shards_for_dc(train_data_->num_shards(), topo_.dc, topo_.num_dcs);
   }
   build_instances(subset);
+  streams_ = InstanceStreams(device_, instances_.size());
   const DType wire = config_.outer.wire_dtype == "bf16" ? DType::bf16 : DType::f32;
   HierarchicalAllreduce* across = !outer_method() && topo_.num_dcs > 1 ? reducer_.get() : nullptr;
   grad_sync_ = std::make_unique<GradientSync>(*grad_comm_, across, wire, topo_.world_size);
   if (outer_method()) {
     const torch::Device state_device =
-        config_.outer.state_device == "device" ? device_ : torch::Device(torch::kCPU);
+        outer_state_device(config_.outer.state_device, device_, params().numel());
     outer_ = std::make_unique<OuterSync>(config_.outer, config_.interval.H, params(), *reducer_,
                                          *wan_, state_device);
     controller_ = make_interval_controller(config_);
@@ -177,16 +181,22 @@ void Trainer::log_start() const {
                                         topo_.ranks_per_dc) *
       (o.wire_dtype == "bf16" ? 2 : 4);
   if (outer_method()) {
-    log::info("method {}: outer lr {} momentum {}{}{}, wire {} | intra-dc {}", o.method,
-              o.method == "local_sgd" ? 1.0 : o.lr, o.method == "local_sgd" ? 0.0 : o.momentum,
+    log::info("method {}: outer lr {} momentum {}{}{}, wire {}, state on {} | intra-dc {}",
+              o.method, o.method == "local_sgd" ? 1.0 : o.lr,
+              o.method == "local_sgd" ? 0.0 : o.momentum,
               o.momentum_schedule.empty() ? "" : " (scheduled)",
               o.correction == "none" ? "" : fmt::format(", correction {}", o.correction),
-              o.wire_dtype, grad_comm_->backend());
+              o.wire_dtype, outer_->anchor().device().str(), grad_comm_->backend());
     log::info("interval {}", controller_->describe());
   } else {
     log::info("method ddp: gradients all-reduced over the world every step, wire {} | intra-dc {}",
               o.wire_dtype, grad_comm_->backend());
   }
+  const auto* adamw = dynamic_cast<const FlatAdamW*>(instances_[0].optimizer.get());
+  log::info("precision {} | tf32 {} | inner {}{}",
+            bf16_ ? "bf16 autocast over fp32 weights" : "fp32",
+            device_.is_cuda() && config_.run.tf32 ? "on" : "off", config_.inner.optimizer,
+            adamw ? (adamw->options().fused ? " (fused kernel)" : " (flat kernel)") : "");
   log::info("batch {}{}", instances_[0].batch->describe(),
             instances_.size() > 1 ? fmt::format(" | {} instances per rank, merging every {} rounds",
                                                 instances_.size(), config_.batch.merge_every)
@@ -205,19 +215,40 @@ torch::Tensor Trainer::anchor() const {
 
 StepResult Trainer::train_step() {
   StepResult r;
+  // Per instance, on the device and not yet read: loss, gradient norm, then (adaptive batch)
+  // the gradient samples' dot products.
+  std::vector<torch::Tensor> unread;
+  for (size_t i = 0; i < instances_.size(); ++i) {
+    ModelInstance& inst = instances_[i];
+    unread.push_back(streams_.run(i, [&] {
+      const InstanceStep one = instance_step(inst);
+      if (i == 0) r.lr = one.lr;
+      std::vector<torch::Tensor> parts = {one.loss.reshape({1}),
+                                          one.grad_norm.to(torch::kDouble).reshape({1})};
+      if (one.sample_products.defined()) parts.push_back(one.sample_products);
+      return torch::cat(parts);
+    }));
+  }
+  // One read for the whole step: each read stalls a GPU's queue until the step's work is done.
+  const torch::Tensor read = torch::cat(unread).to(torch::kCPU);
+  const double* values = read.data_ptr<double>();
+  std::vector<const double*> per_instance;
+  for (size_t i = 0, offset = 0; i < instances_.size(); offset += unread[i].numel(), ++i) {
+    per_instance.push_back(values + offset);
+    ModelInstance& inst = instances_[i];
+    if (inst.samples) inst.samples->add_step(values + offset + 2, inst.round_noise);
+  }
   if (instances_.size() == 1) {
-    r.loss = instance_step(instances_[0], r);
+    r.loss = per_instance[0][0];
+    r.grad_norm = per_instance[0][1];
   } else {
     // The rank's loss and gradient norm: its instances' means, weighted by their batches.
     double weight = 0.0, loss = 0.0, norm = 0.0;
-    for (ModelInstance& inst : instances_) {
-      StepResult one;
-      const double loss_i = instance_step(inst, one);
-      const auto b = static_cast<double>(inst.batch->plan().batch);
+    for (size_t i = 0; i < instances_.size(); ++i) {
+      const auto b = static_cast<double>(instances_[i].batch->plan().batch);
       weight += b;
-      loss += b * loss_i;
-      norm += b * one.grad_norm;
-      if (inst.id == 0) r.lr = one.lr;
+      loss += b * per_instance[i][0];
+      norm += b * per_instance[i][1];
     }
     r.loss = loss / weight;
     r.grad_norm = norm / weight;
@@ -235,17 +266,19 @@ StepResult Trainer::train_step() {
   return r;
 }
 
-double Trainer::instance_step(ModelInstance& inst, StepResult& r) {
+Trainer::InstanceStep Trainer::instance_step(ModelInstance& inst) {
   FlatParams& p = *inst.params;
-  const double loss = forward_backward(inst.model, p, *inst.stream, inst.batch->plan(), device_,
-                                       inst.samples.get());
+  InstanceStep out;
+  out.loss = forward_backward_async(inst.model, p, *inst.stream, inst.batch->plan(), device_,
+                                    inst.samples.get(), bf16_);
   if (inst.samples) inst.samples->before_sync(p);
   grad_sync_->run(p);
-  if (inst.samples) inst.samples->after_sync(p, inst.round_noise);
-  r.grad_norm = clip_grad_norm(p, config_.inner.grad_clip);
-  r.lr = inner_lr(config_.inner, progress_step(), config_.run.steps) * lr_scale(inst);
-  inst.optimizer->step(r.lr);
-  return loss;
+  // Of the dc's mean gradient: before clipping scales it.
+  if (inst.samples) out.sample_products = inst.samples->products(p);
+  out.grad_norm = clip_grad_norm_async(p, config_.inner.grad_clip);
+  out.lr = inner_lr(config_.inner, progress_step(), config_.run.steps) * lr_scale(inst);
+  inst.optimizer->step(out.lr);
+  return out;
 }
 
 BatchDecision Trainer::decide_batches(const std::vector<NoiseSums>& sums) {
@@ -382,8 +415,9 @@ double Trainer::evaluate() {
   double sums[2] = {0.0, 0.0};  // loss sum, batches
   for (int64_t i = topo_.world_rank; i < config_.run.eval_batches; i += topo_.world_size) {
     Batch batch = eval_batch(*val_data_, i, config_.data.batch_size, config_.model.seq_len);
-    const torch::Tensor logits = model->forward(batch.inputs.to(device_));
-    sums[0] += lm_loss(logits, batch.targets.to(device_)).item<double>();
+    AutocastScope autocast(device_, bf16_);
+    const torch::Tensor logits = model->forward(to_device(batch.inputs, device_));
+    sums[0] += lm_loss(logits, to_device(batch.targets, device_)).item<double>();
     sums[1] += 1.0;
   }
   model->train();

@@ -31,6 +31,7 @@
 #include "autoloco/sched/interval_controller.hpp"
 #include "autoloco/train/batch_step.hpp"
 #include "autoloco/train/gradient_sync.hpp"
+#include "autoloco/train/instance_streams.hpp"
 #include "autoloco/train/model_instance.hpp"
 #include "autoloco/train/outer_sync.hpp"
 #include "autoloco/util/timer.hpp"
@@ -145,8 +146,14 @@ class Trainer {
 
   void set_threads();
   void build_instances(const std::vector<size_t>& shard_subset);
-  // One instance's part of an inner step; returns its mean loss.
-  double instance_step(ModelInstance& inst, StepResult& r);
+  // One instance's part of an inner step, enqueued; its loss and gradient norm are not read yet.
+  struct InstanceStep {
+    torch::Tensor loss;             // 0-dim double
+    torch::Tensor grad_norm;        // 0-dim float
+    torch::Tensor sample_products;  // GradientSamples::products, when the batch adapts
+    double lr = 0.0;
+  };
+  InstanceStep instance_step(ModelInstance& inst);
   // The dc's replica for the round's end and each instance's next batch (into the message).
   BatchDecision decide_batches(const std::vector<NoiseSums>& sums);
   // After this round: the two instances to merge (indices), if a merge is due.
@@ -186,6 +193,7 @@ class Trainer {
   MPI_Comm world_;
   Topology topo_;
   torch::Device device_;
+  bool bf16_ = false;  // run.precision on this device
   std::unique_ptr<MpiCommunicator> world_comm_;
   std::unique_ptr<MpiCommunicator> intra_mpi_;  // host buffers inside the dc
   std::unique_ptr<MpiCommunicator> inter_mpi_;  // peers with the same member index
@@ -194,6 +202,7 @@ class Trainer {
   std::unique_ptr<HierarchicalAllreduce> reducer_;
   StopAgreement stop_;
   std::vector<ModelInstance> instances_;  // instance 0 first; merged ones are removed
+  InstanceStreams streams_;  // one CUDA stream per instance (several instances on a GPU)
   std::unique_ptr<GradientSync> grad_sync_;
   std::unique_ptr<OuterSync> outer_;
   std::unique_ptr<IntervalController> controller_;
