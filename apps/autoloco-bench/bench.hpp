@@ -13,6 +13,7 @@ struct Args {
   bool throughput = false;
   bool comm = false;
   bool ckpt = false;
+  bool train = false;
   int64_t steps = 30;
   int64_t warmup = 5;
   int64_t repeats = 3;
@@ -21,10 +22,21 @@ struct Args {
   int64_t iters = 10;
   int64_t ckpt_bytes = int64_t{1} << 30;  // --bytes
   std::string ckpt_dir;                   // --dir; empty: the system's temp directory
+  // --peak-tflops: the accelerator's dense peak that MFU divides by. 790 is what a bf16 8192^3
+  // matmul reached on this workplace's H200 (the datasheet's ~989 is not reached in practice).
+  double peak_tflops = 790.0;
 };
+
+// Random tokens (the benchmarks measure compute, not what is learned) in dir/bench_000.bin;
+// returns its path.
+std::string write_synthetic_shard(const std::string& dir, int64_t vocab);
 
 // Trainer inner step against a plain LibTorch loop, in one process.
 int throughput(const Args& args);
+
+// The Trainer's whole loop (inner steps and rounds) on every rank of the world, under mpirun:
+// inner step and round times, tokens/s, MFU on GPUs.
+int train(const Args& args);
 
 // Hierarchical outer all-reduce against a plain MPI_Allreduce of the same vector, under mpirun.
 int comm(const Args& args);

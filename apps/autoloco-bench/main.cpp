@@ -1,12 +1,15 @@
 // autoloco-bench: performance measurements that print JSON.
+//   mpirun -n N autoloco-bench --train [CONFIG.yaml] [--set k=v ...] [--steps N] [--warmup N]
+//                  [--peak-tflops F]
 //   autoloco-bench --throughput [CONFIG.yaml] [--set k=v ...] [--steps N] [--warmup N]
 //                  [--repeats R]
 //   mpirun -n N autoloco-bench --comm [--ranks-per-dc R] [--sizes n1,n2,...] [--iters I]
 //                  [--warmup W]
 //   autoloco-bench --ckpt [--bytes N[K|M|G]] [--dir D] [--repeat R]
-// See throughput.cpp, comm.cpp and ckpt.cpp for what each measures.
+// See train.cpp, throughput.cpp, comm.cpp and ckpt.cpp for what each measures.
 #include <mpi.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
@@ -22,17 +25,46 @@ using namespace autoloco;
 using autoloco::bench::Args;
 
 constexpr const char* kUsage =
-    "usage: autoloco-bench --throughput [CONFIG.yaml] [--set k=v ...] [--steps N] [--warmup N] "
+    "usage: mpirun -n N autoloco-bench --train [CONFIG.yaml] [--set k=v ...] [--steps N] "
+    "[--warmup N] [--peak-tflops F]\n"
+    "       autoloco-bench --throughput [CONFIG.yaml] [--set k=v ...] [--steps N] [--warmup N] "
     "[--repeats R]\n"
     "       mpirun -n N autoloco-bench --comm [--ranks-per-dc R] [--sizes n1,n2,...] "
     "[--iters I] [--warmup W]\n"
     "       autoloco-bench --ckpt [--bytes N[K|M|G]] [--dir D] [--repeat R]\n";
 
+// std::stoll/stod alone would report "stoll" for "--steps ten": name the argument instead.
+int64_t parse_int(const std::string& arg, const std::string& text) {
+  size_t used = 0;
+  int64_t value = 0;
+  try {
+    value = std::stoll(text, &used);
+  } catch (const std::logic_error&) {
+    used = 0;
+  }
+  if (used == 0 || used != text.size()) {
+    throw ConfigError(arg + ": '" + text + "' is not an integer");
+  }
+  return value;
+}
+
+double parse_double(const std::string& arg, const std::string& text) {
+  size_t used = 0;
+  double value = 0.0;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::logic_error&) {
+    used = 0;
+  }
+  if (used == 0 || used != text.size()) throw ConfigError(arg + ": '" + text + "' is not a number");
+  return value;
+}
+
 std::vector<int64_t> parse_sizes(const std::string& text) {
   std::vector<int64_t> sizes;
   std::stringstream in(text);
   for (std::string item; std::getline(in, item, ',');) {
-    sizes.push_back(std::stoll(item));
+    sizes.push_back(parse_int("--sizes", item));
     if (sizes.back() <= 0) throw ConfigError("--sizes: every size must be > 0 floats");
   }
   if (sizes.empty()) throw ConfigError("--sizes needs at least one size");
@@ -78,7 +110,9 @@ Args parse_args(int argc, char** argv) {
       if (i + 1 >= argc) throw ConfigError(arg + " needs a value");
       return argv[++i];
     };
-    if (arg == "--throughput") {
+    if (arg == "--train") {
+      a.train = true;
+    } else if (arg == "--throughput") {
       a.throughput = true;
     } else if (arg == "--comm") {
       a.comm = true;
@@ -91,17 +125,19 @@ Args parse_args(int argc, char** argv) {
     } else if (arg == "--set") {
       a.overrides.push_back(value());
     } else if (arg == "--steps") {
-      a.steps = std::stoll(value());
+      a.steps = parse_int(arg, value());
     } else if (arg == "--warmup") {
-      a.warmup = std::stoll(value());
+      a.warmup = parse_int(arg, value());
     } else if (arg == "--repeats" || arg == "--repeat") {
-      a.repeats = std::stoll(value());
+      a.repeats = parse_int(arg, value());
     } else if (arg == "--ranks-per-dc") {
-      a.ranks_per_dc = std::stoi(value());
+      a.ranks_per_dc = static_cast<int>(parse_int(arg, value()));
+    } else if (arg == "--peak-tflops") {
+      a.peak_tflops = parse_double(arg, value());
     } else if (arg == "--sizes") {
       a.sizes = parse_sizes(value());
     } else if (arg == "--iters") {
-      a.iters = std::stoll(value());
+      a.iters = parse_int(arg, value());
     } else if (arg == "-h" || arg == "--help") {
       std::fputs(kUsage, stdout);
       std::exit(0);
@@ -111,12 +147,18 @@ Args parse_args(int argc, char** argv) {
       throw ConfigError("unknown argument '" + arg + "'\n" + kUsage);
     }
   }
-  if (int{a.throughput} + int{a.comm} + int{a.ckpt} != 1) {
-    throw ConfigError(std::string("choose one benchmark: --throughput, --comm or --ckpt\n") +
-                      kUsage);
+  if (int{a.train} + int{a.throughput} + int{a.comm} + int{a.ckpt} != 1) {
+    throw ConfigError(
+        std::string("choose one benchmark: --train, --throughput, --comm or --ckpt\n") + kUsage);
   }
   if (a.steps <= 0 || a.warmup < 0 || a.repeats <= 0 || a.iters <= 0 || a.ranks_per_dc <= 0) {
     throw ConfigError("--steps, --repeats, --iters and --ranks-per-dc must be > 0, --warmup >= 0");
+  }
+  // !(x > 0) also refuses NaN.
+  if (!(a.peak_tflops > 0.0) || !std::isfinite(a.peak_tflops)) {
+    throw ConfigError(
+        "--peak-tflops must be > 0: the accelerator's dense peak in TFLOP/s that MFU divides by "
+        "(default 790, an H200 in bf16)");
   }
   return a;
 }
@@ -128,9 +170,10 @@ int main(int argc, char** argv) {
   int code = 0;
   try {
     const Args args = parse_args(argc, argv);
-    code = args.throughput ? bench::throughput(args)
-           : args.comm     ? bench::comm(args)
-                           : bench::ckpt(args);
+    code = args.train        ? bench::train(args)
+           : args.throughput ? bench::throughput(args)
+           : args.comm       ? bench::comm(args)
+                             : bench::ckpt(args);
   } catch (const std::exception& e) {
     int rank = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);

@@ -24,22 +24,6 @@
 namespace autoloco::bench {
 namespace {
 
-// Random tokens: the benchmark measures compute, not what is learned.
-std::string write_synthetic_shard(const std::string& dir, int64_t vocab) {
-  std::filesystem::create_directories(dir);
-  std::vector<uint32_t> tokens(1 << 20);
-  uint64_t x = 0x9E3779B97F4A7C15ull;
-  for (auto& t : tokens) {
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    t = static_cast<uint32_t>(x % static_cast<uint64_t>(vocab));
-  }
-  const std::string path = dir + "/bench_000.bin";
-  write_shard(path, tokens, vocab > 65536 ? TokenWidth::u32 : TokenWidth::u16);
-  return path;
-}
-
 double time_trainer(Trainer& trainer, int64_t warmup, int64_t steps) {
   for (int64_t i = 0; i < warmup; ++i)
     trainer.train_step();
@@ -110,6 +94,21 @@ class PlainLoop {
 };
 
 }  // namespace
+
+std::string write_synthetic_shard(const std::string& dir, int64_t vocab) {
+  std::filesystem::create_directories(dir);
+  std::vector<uint32_t> tokens(1 << 20);
+  uint64_t x = 0x9E3779B97F4A7C15ull;
+  for (auto& t : tokens) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    t = static_cast<uint32_t>(x % static_cast<uint64_t>(vocab));
+  }
+  const std::string path = dir + "/bench_000.bin";
+  write_shard(path, tokens, vocab > 65536 ? TokenWidth::u32 : TokenWidth::u16);
+  return path;
+}
 
 int throughput(const Args& args) {
   const std::string dir =

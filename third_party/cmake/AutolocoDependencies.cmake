@@ -25,15 +25,19 @@ if(NOT AUTOLOCO_CUDA STREQUAL "OFF")
             PATH_SUFFIXES include)
   find_library(NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} ENV NCCL_HOME
                PATH_SUFFIXES lib lib64)
-  if(CUDAToolkit_FOUND AND NCCL_INCLUDE_DIR AND NCCL_LIBRARY)
+  # The CUDA paths use LibTorch's CUDA runtime (c10::cuda streams), so they need a LibTorch built
+  # with CUDA, whose config sets TORCH_CUDA_LIBRARIES; a CPU LibTorch (Debian's) cannot run them.
+  if(CUDAToolkit_FOUND AND NCCL_INCLUDE_DIR AND NCCL_LIBRARY AND TORCH_CUDA_LIBRARIES)
     set(AUTOLOCO_HAVE_CUDA ON)
     add_library(autoloco_nccl INTERFACE)
     target_include_directories(autoloco_nccl SYSTEM INTERFACE ${NCCL_INCLUDE_DIR})
     target_link_libraries(autoloco_nccl INTERFACE ${NCCL_LIBRARY} CUDA::cudart)
   elseif(AUTOLOCO_CUDA STREQUAL "ON")
-    message(FATAL_ERROR "AUTOLOCO_CUDA=ON but CUDA (${CUDAToolkit_FOUND}) or NCCL "
-                        "(${NCCL_INCLUDE_DIR}, ${NCCL_LIBRARY}) was not found; set CUDAToolkit_ROOT "
-                        "or NCCL_HOME, or configure with -DAUTOLOCO_CUDA=OFF")
+    message(FATAL_ERROR "AUTOLOCO_CUDA=ON but CUDA (${CUDAToolkit_FOUND}), NCCL "
+                        "(${NCCL_INCLUDE_DIR}, ${NCCL_LIBRARY}) or a LibTorch built with CUDA "
+                        "(${TORCH_LIBRARIES}) was not found; set CUDAToolkit_ROOT or NCCL_HOME, "
+                        "point CMAKE_PREFIX_PATH at a CUDA LibTorch (scripts/torch-cuda.sh), or "
+                        "configure with -DAUTOLOCO_CUDA=OFF")
   endif()
 endif()
 
