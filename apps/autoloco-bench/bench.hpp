@@ -5,6 +5,9 @@
 #include <string>
 #include <vector>
 
+#include "autoloco/config/config.hpp"
+#include "autoloco/util/json.hpp"
+
 namespace autoloco::bench {
 
 struct Args {
@@ -30,6 +33,9 @@ struct Args {
 // Random tokens (the benchmarks measure compute, not what is learned) in dir/bench_000.bin;
 // returns its path.
 std::string write_synthetic_shard(const std::string& dir, int64_t vocab);
+
+// The "model" object of a benchmark's JSON: the config's sizes and the parameter count.
+JsonObject model_json(const ModelConfig& model, int64_t parameters);
 
 // Trainer inner step against a plain LibTorch loop, in one process.
 int throughput(const Args& args);

@@ -95,6 +95,17 @@ class PlainLoop {
 
 }  // namespace
 
+JsonObject model_json(const ModelConfig& model, int64_t parameters) {
+  JsonObject out;
+  out.add("n_layer", model.n_layer)
+      .add("n_head", model.n_head)
+      .add("d_model", model.d_model)
+      .add("seq_len", model.seq_len)
+      .add("vocab_size", model.vocab_size)
+      .add("parameters", parameters);
+  return out;
+}
+
 std::string write_synthetic_shard(const std::string& dir, int64_t vocab) {
   std::filesystem::create_directories(dir);
   std::vector<uint32_t> tokens(1 << 20);
@@ -139,13 +150,7 @@ int throughput(const Args& args) {
   const double tokens = static_cast<double>(args.steps * trainer.tokens_per_step());
   const double trainer_tps = tokens / best_trainer;
   const double plain_tps = tokens / best_plain;
-  JsonObject model;
-  model.add("n_layer", c.model.n_layer)
-      .add("n_head", c.model.n_head)
-      .add("d_model", c.model.d_model)
-      .add("seq_len", c.model.seq_len)
-      .add("vocab_size", c.model.vocab_size)
-      .add("parameters", parameter_count(trainer.model()));
+  const JsonObject model = model_json(c.model, parameter_count(trainer.model()));
   JsonObject out;
   out.add("benchmark", "throughput")
       .add("libtorch", TORCH_VERSION)

@@ -132,13 +132,7 @@ int train(const Args& args) {
     const auto& topo = trainer.topology();
     const double flops = flops_per_token(c.model);
     const double tokens_per_s = static_cast<double>(t.tokens) / wall_s;
-    JsonObject model;
-    model.add("n_layer", c.model.n_layer)
-        .add("n_head", c.model.n_head)
-        .add("d_model", c.model.d_model)
-        .add("seq_len", c.model.seq_len)
-        .add("vocab_size", c.model.vocab_size)
-        .add("parameters", parameter_count(trainer.model()));
+    const JsonObject model = model_json(c.model, parameter_count(trainer.model()));
     out.add("benchmark", "train")
         .add("libtorch", TORCH_VERSION)
         .add("device", device.str())

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "../support/small_model.hpp"
 #include "autoloco/model/gpt.hpp"
 #include "autoloco/optim/adamw.hpp"
 #include "autoloco/optim/flat_params.hpp"
@@ -21,13 +22,7 @@ using autoloco::ModelConfig;
 namespace {
 
 ModelConfig small_config() {
-  ModelConfig c;
-  c.n_layer = 2;
-  c.n_head = 2;
-  c.d_model = 32;
-  c.seq_len = 16;
-  c.vocab_size = 29;
-  return c;
+  return autoloco::test::small_model_config();
 }
 
 struct Batch {

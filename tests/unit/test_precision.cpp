@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "../support/small_model.hpp"
 #include "autoloco/config/config.hpp"
 #include "autoloco/model/gpt.hpp"
 #include "autoloco/optim/adamw.hpp"
@@ -21,13 +22,7 @@ using namespace autoloco;
 namespace {
 
 ModelConfig tiny_model() {
-  ModelConfig c;
-  c.n_layer = 2;
-  c.n_head = 2;
-  c.d_model = 32;
-  c.seq_len = 16;
-  c.vocab_size = 29;
-  return c;
+  return test::small_model_config();
 }
 
 GPT seeded(const ModelConfig& c) {
