@@ -34,30 +34,28 @@ constexpr const char* kUsage =
     "       autoloco-bench --ckpt [--bytes N[K|M|G]] [--dir D] [--repeat R]\n";
 
 // std::stoll/stod alone would report "stoll" for "--steps ten": name the argument instead.
-int64_t parse_int(const std::string& arg, const std::string& text) {
+template <class T, class Convert>
+T parse_number(const std::string& arg, const std::string& text, const char* kind, Convert convert) {
   size_t used = 0;
-  int64_t value = 0;
+  T value{};
   try {
-    value = std::stoll(text, &used);
+    value = convert(text, &used);
   } catch (const std::logic_error&) {
     used = 0;
   }
-  if (used == 0 || used != text.size()) {
-    throw ConfigError(arg + ": '" + text + "' is not an integer");
-  }
+  if (used == 0 || used != text.size()) throw ConfigError(arg + ": '" + text + "' is not " + kind);
   return value;
 }
 
+int64_t parse_int(const std::string& arg, const std::string& text) {
+  return parse_number<int64_t>(arg, text, "an integer", [](const std::string& t, size_t* used) {
+    return std::stoll(t, used);
+  });
+}
+
 double parse_double(const std::string& arg, const std::string& text) {
-  size_t used = 0;
-  double value = 0.0;
-  try {
-    value = std::stod(text, &used);
-  } catch (const std::logic_error&) {
-    used = 0;
-  }
-  if (used == 0 || used != text.size()) throw ConfigError(arg + ": '" + text + "' is not a number");
-  return value;
+  return parse_number<double>(
+      arg, text, "a number", [](const std::string& t, size_t* used) { return std::stod(t, used); });
 }
 
 std::vector<int64_t> parse_sizes(const std::string& text) {
