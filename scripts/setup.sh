@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 preset=${1:-release}
 
 packages=(
-  cmake ninja-build g++ pkg-config
+  cmake ninja-build g++ pkg-config ccache   # ccache: rebuilds of unchanged files are instant
   libtorch-dev libopenblas0-pthread          # Debian's LibTorch (CPU) + a real BLAS (~9x faster)
   libopenmpi-dev openmpi-bin                 # launch and communication
   libhdf5-dev zlib1g-dev libyaml-cpp-dev libfmt-dev catch2

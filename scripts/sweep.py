@@ -66,6 +66,8 @@ SHORT = {
     "batch.controller": "",
     "batch.test": "",
     "batch.lr_scaling": "lr",
+    "outer.overlap_steps": "tau",
+    "outer.overlap_alpha": "alpha",
     "run.seed": "s",
 }
 

@@ -66,12 +66,13 @@ from results_table import si
 
 # Settings read from every run's config for results.csv, after the grid keys.
 SETTINGS = ["interval.H", "outer.momentum", "outer.momentum_schedule", "outer.correction",
-            "batch.controller", "batch.test", "batch.theta", "batch.lr_scaling"]
+            "batch.controller", "batch.test", "batch.theta", "batch.lr_scaling",
+            "outer.overlap_steps", "outer.overlap_alpha", "wan.mode"]
 # Outcomes from summary.json for results.csv; mean_H (steps / rounds) and final_batch_mean (the
 # mean over dcs of final_batch) are computed.
 OUTCOMES = ["steps", "tokens", "rounds", "inter_dc_bytes", "final_eval_loss",
             "final_train_loss", "mean_H", "final_batch_mean", "wall_s", "link_s", "sim_time_s",
-            "compute_utilisation"]
+            "compute_utilisation", "exposed_link_s", "sync_wait_s", "compute_utilisation_wall"]
 WORSE = "above the whole curve: upper bound against its cheapest point"
 LOWER_BOUND = "below the whole curve: lower bound against its best point"
 
@@ -308,7 +309,8 @@ def grid_keys(entries):
 def compute_per_token(runs):
     """c_tok: median over the runs of (sim_time_s − link_s) / tokens, the compute seconds per
     token (all ranks); None when no run has tokens."""
-    costs = [(r.summary["sim_time_s"] - r.summary["link_s"]) / r.tokens
+    costs = [(r.summary["sim_time_s"] - r.summary.get("exposed_link_s", r.summary["link_s"]))
+             / r.tokens
              for r in runs if r.tokens]
     return float(np.median(costs)) if costs else None
 
@@ -388,6 +390,41 @@ def table_markdown(configs, entries, runs, c_tok):
     if any(r.adaptive_batch for r in runs):
         lines += ["", "Adaptive batches: steps, tokens and batches per configuration in "
                   "batch.md, the batch per round in batch_over_training.png."]
+    return "\n".join(lines) + "\n"
+
+
+def overlapped(run):
+    """Whether the run overlapped its syncs (outer.overlap_steps > 0)."""
+    return (run.summary.get("overlap_steps") or 0) > 0
+
+
+def overlap_markdown(configs, entries):
+    """overlap.md: one row per configuration, seeds pooled: the sync's overlap (tau, alpha), the
+    compute utilisation on the simulated clock and on the wall clock, the link and waiting
+    seconds, and the final eval loss."""
+    keys = grid_keys(entries)
+    lines = ["| group | " + " | ".join(keys + [
+        "n", "tau", "alpha", "utilisation (simulated)", "utilisation (wall)", "link s",
+        "exposed link s", "main-thread wait s", "wall s", "final eval loss"]) + " |",
+        "|" + " --- |" * (len(keys) + 11)]
+    for config in configs:
+        rs = config.runs
+        if not rs:
+            continue
+
+        def stat(key, fmt):
+            return pm(*mean_sd([r.summary.get(key) for r in rs]), fmt)
+
+        lines.append("| " + " | ".join(
+            [config.group] + [text(config.grid.get(k)) for k in keys] +
+            [str(len(rs)), text(rs[0].summary.get("overlap_steps", 0)),
+             text(rs[0].summary.get("overlap_alpha", 0.0)),
+             stat("compute_utilisation", "{:.3f}"), stat("compute_utilisation_wall", "{:.3f}"),
+             stat("link_s", "{:.1f}"), stat("exposed_link_s", "{:.1f}"),
+             stat("sync_wait_s", "{:.1f}"), stat("wall_s", "{:.1f}"), pm(*config.loss)]) + " |")
+    lines += ["", "mean ± sample sd over seeds. utilisation (simulated): compute / (compute + "
+              "exposed link time); utilisation (wall): compute / wall-clock time, where compute "
+              "is wall time minus the main thread's waits on the link (docs/run-directory.md)."]
     return "\n".join(lines) + "\n"
 
 
@@ -799,7 +836,8 @@ def plot_batch_over_training(path, configs):
 
 
 def report(out_dir):
-    """Write results.csv, table.md, saving.md/.json, batch.md (with adaptive batches) and the
+    """Write results.csv, table.md, saving.md/.json, batch.md (with adaptive batches),
+    overlap.md (with overlapped syncs) and the
     plots for the finished runs of the sweep in out_dir; print the paths (stderr) and the
     Markdown (stdout)."""
     spec, entries, configs, runs = load(out_dir)
@@ -820,6 +858,8 @@ def report(out_dir):
                 "saving.md": saving_markdown(analysis)}
     if adaptive_batch:
         markdown["batch.md"] = batch_markdown(configs, entries, runs, c_tok)
+    if any(overlapped(r) for r in runs):
+        markdown["overlap.md"] = overlap_markdown(configs, entries)
     for name, body in markdown.items():
         with open(path(name), "w") as f:
             f.write(body)

@@ -17,6 +17,7 @@ struct Args {
   bool comm = false;
   bool ckpt = false;
   bool train = false;
+  bool overlap = false;
   int64_t steps = 30;
   int64_t warmup = 5;
   int64_t repeats = 3;
@@ -39,6 +40,10 @@ JsonObject model_json(const ModelConfig& model, int64_t parameters);
 
 // Trainer inner step against a plain LibTorch loop, in one process.
 int throughput(const Args& args);
+
+// The inner steps alone, beside a communication thread that waits patiently on the link, and
+// beside one that spins in MPI_Wait, in one process.
+int overlap(const Args& args);
 
 // The Trainer's whole loop (inner steps and rounds) on every rank of the world, under mpirun:
 // inner step and round times, tokens/s, MFU on GPUs.

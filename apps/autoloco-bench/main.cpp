@@ -3,10 +3,12 @@
 //                  [--peak-tflops F]
 //   autoloco-bench --throughput [CONFIG.yaml] [--set k=v ...] [--steps N] [--warmup N]
 //                  [--repeats R]
+//   autoloco-bench --overlap [CONFIG.yaml] [--set k=v ...] [--steps N] [--warmup N]
+//                  [--repeats R]
 //   mpirun -n N autoloco-bench --comm [--ranks-per-dc R] [--sizes n1,n2,...] [--iters I]
 //                  [--warmup W]
 //   autoloco-bench --ckpt [--bytes N[K|M|G]] [--dir D] [--repeat R]
-// See train.cpp, throughput.cpp, comm.cpp and ckpt.cpp for what each measures.
+// See train.cpp, throughput.cpp, overlap.cpp, comm.cpp and ckpt.cpp for what each measures.
 #include <mpi.h>
 
 #include <cmath>
@@ -17,6 +19,7 @@
 #include <string>
 
 #include "autoloco/util/error.hpp"
+#include "autoloco/util/mpi_threads.hpp"
 #include "bench.hpp"
 
 namespace {
@@ -28,6 +31,8 @@ constexpr const char* kUsage =
     "usage: mpirun -n N autoloco-bench --train [CONFIG.yaml] [--set k=v ...] [--steps N] "
     "[--warmup N] [--peak-tflops F]\n"
     "       autoloco-bench --throughput [CONFIG.yaml] [--set k=v ...] [--steps N] [--warmup N] "
+    "[--repeats R]\n"
+    "       autoloco-bench --overlap [CONFIG.yaml] [--set k=v ...] [--steps N] [--warmup N] "
     "[--repeats R]\n"
     "       mpirun -n N autoloco-bench --comm [--ranks-per-dc R] [--sizes n1,n2,...] "
     "[--iters I] [--warmup W]\n"
@@ -112,6 +117,8 @@ Args parse_args(int argc, char** argv) {
       a.train = true;
     } else if (arg == "--throughput") {
       a.throughput = true;
+    } else if (arg == "--overlap") {
+      a.overlap = true;
     } else if (arg == "--comm") {
       a.comm = true;
     } else if (arg == "--ckpt") {
@@ -145,9 +152,10 @@ Args parse_args(int argc, char** argv) {
       throw ConfigError("unknown argument '" + arg + "'\n" + kUsage);
     }
   }
-  if (int{a.train} + int{a.throughput} + int{a.comm} + int{a.ckpt} != 1) {
+  if (int{a.train} + int{a.throughput} + int{a.overlap} + int{a.comm} + int{a.ckpt} != 1) {
     throw ConfigError(
-        std::string("choose one benchmark: --train, --throughput, --comm or --ckpt\n") + kUsage);
+        std::string("choose one benchmark: --train, --throughput, --overlap, --comm or --ckpt\n") +
+        kUsage);
   }
   if (a.steps <= 0 || a.warmup < 0 || a.repeats <= 0 || a.iters <= 0 || a.ranks_per_dc <= 0) {
     throw ConfigError("--steps, --repeats, --iters and --ranks-per-dc must be > 0, --warmup >= 0");
@@ -164,12 +172,13 @@ Args parse_args(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
+  autoloco::init_mpi_multithreaded(&argc, &argv);
   int code = 0;
   try {
     const Args args = parse_args(argc, argv);
     code = args.train        ? bench::train(args)
            : args.throughput ? bench::throughput(args)
+           : args.overlap    ? bench::overlap(args)
            : args.comm       ? bench::comm(args)
                              : bench::ckpt(args);
   } catch (const std::exception& e) {

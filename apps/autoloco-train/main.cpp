@@ -12,6 +12,7 @@
 #include "autoloco/train/trainer.hpp"
 #include "autoloco/util/error.hpp"
 #include "autoloco/util/log.hpp"
+#include "autoloco/util/mpi_threads.hpp"
 
 namespace {
 
@@ -97,7 +98,7 @@ int run(int argc, char** argv, int rank) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
+  autoloco::init_mpi_multithreaded(&argc, &argv);
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   autoloco::log::set_rank(rank);

@@ -1,7 +1,7 @@
-// End to end: configs/diloco.yaml and configs/adloco.yaml under mpiexec with 2 dcs of 1 rank, on
-// a tiny corpus: the run directory holds one syncs.jsonl line per round, the inter-dc figures in
-// summary.json and (adloco) each dc's growing batch, and the loss falls well below the uniform
-// byte loss (ln 256 = 5.55).
+// End to end: configs/diloco.yaml (blocking and overlapped) and configs/adloco.yaml under mpiexec
+// with 2 dcs of 1 rank, on a tiny corpus: the run directory holds one syncs.jsonl line per round,
+// the inter-dc figures in summary.json and (adloco) each dc's growing batch, and the loss falls
+// well below the uniform byte loss (ln 256 = 5.55).
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
@@ -78,4 +78,31 @@ TEST_CASE("e2e: adloco.yaml grows each dc's batch and ends at the tokens of run.
   CHECK(std::regex_search(syncs, std::regex(R"re("batch":\[([5-9]|[1-9][0-9]+),)re")));
   const std::string log = read_text(dir + "/train.log");
   CHECK(log.find("batch adloco: norm test theta 0.2") != std::string::npos);
+}
+
+TEST_CASE("e2e: diloco.yaml with the overlapped sync lands each round tau steps late", "[e2e]") {
+  const autoloco::test::TempDir tmp("e2e-overlap");
+  const std::string dir = tmp.str();
+  // sleep mode: the communication thread sleeps out each sync (a few ms on this link).
+  REQUIRE(run_tiny(dir, "diloco",
+                   "--set outer.overlap_steps=2 --set outer.overlap_alpha=0.5 --set wan.mode=sleep"
+                   " --set wan.latency_ms=1") == 0);
+  const std::string run = dir + "/runs/diloco";
+  const std::string summary = read_text(run + "/summary.json");
+  const std::string log = read_text(dir + "/train.log");
+  INFO(summary << "\n" << log);
+  CHECK(json_number(summary, "rounds") == 5);
+  CHECK(json_number(summary, "overlap_steps") == 2);
+  CHECK(json_number(summary, "exposed_link_s") <= json_number(summary, "link_s"));
+  CHECK(json_number(summary, "compute_utilisation_wall") > 0.0);
+  CHECK(json_number(summary, "final_eval_loss") < 4.0);
+  CHECK(log.find("sync: streaming overlap, tau 2 inner steps, alpha 0.5") != std::string::npos);
+  CHECK(log.find("communication thread buffers") != std::string::npos);
+  // Rounds end at steps 10, 20, ...; each lands two steps later but the last, which lands at once.
+  const std::vector<std::string> lines = autoloco::test::read_lines(run + "/syncs.jsonl");
+  REQUIRE(lines.size() == 5);
+  CHECK(lines[0].rfind("{\"round\":1,\"step\":10,", 0) == 0);
+  CHECK(lines[0].find("\"landed_step\":12,") != std::string::npos);
+  CHECK(lines[4].rfind("{\"round\":5,\"step\":50,", 0) == 0);
+  CHECK(lines[4].find("\"landed_step\":50,") != std::string::npos);
 }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "autoloco/util/log.hpp"
+#include "autoloco/util/mpi_threads.hpp"
 
 namespace {
 
@@ -35,7 +36,7 @@ int take_min_gpus(std::vector<char*>& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
+  autoloco::init_mpi_multithreaded(&argc, &argv);
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   autoloco::log::set_rank(rank);

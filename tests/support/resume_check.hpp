@@ -55,7 +55,10 @@ inline bool clock_or_name(const std::string& dataset) {
                                                 "wan/wall_s",
                                                 "round/start_compute_s",
                                                 "run/metrics_bytes",
-                                                "run/syncs_bytes"};
+                                                "run/syncs_bytes",
+                                                "sync/wait_s",
+                                                "sync/exposed_link_s",
+                                                "sync/pending_handed_at"};
   return skipped.count(dataset) > 0;
 }
 

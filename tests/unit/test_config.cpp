@@ -110,3 +110,31 @@ TEST_CASE("config: edit distance and suggestions", "[config]") {
   CHECK(did_you_mean("run.seeds", {"run.seed", "run.steps"}) == "; did you mean 'run.seed'?");
   CHECK(did_you_mean("completely_else", {"run.seed"}).empty());
 }
+
+TEST_CASE("config: overlap needs an outer method, tau below every round, a fixed batch, no eager",
+          "[config][overlap]") {
+  const auto error = [](std::vector<std::string> sets) {
+    try {
+      parse_config("", sets);
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  CHECK(error({"outer.overlap_steps=1"}).empty());
+  CHECK_THAT(error({"outer.overlap_steps=20"}),
+             Contains("outer.overlap_steps") && Contains("below every round's length"));
+  CHECK_THAT(error({"outer.overlap_steps=12", "interval.controller=autoloco"}),
+             Contains("as short as 10 steps"));
+  CHECK_THAT(error({"outer.overlap_steps=6", "interval.controller=schedule",
+                    "interval.schedule=[\"100:5\"]"}),
+             Contains("as short as 5 steps"));
+  CHECK_THAT(error({"outer.overlap_steps=1", "outer.method=ddp"}),
+             Contains("outer.overlap_steps") && Contains("ddp"));
+  CHECK_THAT(error({"outer.overlap_steps=1", "batch.controller=adloco"}),
+             Contains("batch.controller=fixed"));
+  CHECK_THAT(error({"outer.overlap_steps=1", "outer.overlap=eager"}),
+             Contains("outer.overlap") && Contains("not built"));
+  CHECK_THAT(error({"outer.overlap_alpha=1"}), Contains("outer.overlap_alpha"));
+  CHECK_THAT(error({"outer.overlap_steps=-1"}), Contains("outer.overlap_steps"));
+}

@@ -12,3 +12,10 @@ if(AUTOLOCO_SANITIZE)
                          -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
   target_link_options(autoloco_warnings INTERFACE -fsanitize=address,undefined)
 endif()
+if(AUTOLOCO_SANITIZE_THREAD)
+  # ThreadSanitizer for the communication thread of the overlapped sync (preset tsan). Only our
+  # code is instrumented: races inside LibTorch, OpenMP or Open MPI are out of its sight, and
+  # their internals need scripts/tsan.supp.
+  target_compile_options(autoloco_warnings INTERFACE -fsanitize=thread -fno-omit-frame-pointer)
+  target_link_options(autoloco_warnings INTERFACE -fsanitize=thread)
+endif()

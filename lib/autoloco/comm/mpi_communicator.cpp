@@ -72,14 +72,33 @@ void MpiCommunicator::init_rank_size() {
   AUTOLOCO_MPI(MPI_Comm_size(comm_, &size_));
 }
 
+template <class Blocking, class NonBlocking>
+void MpiCommunicator::collective(Blocking blocking, NonBlocking non_blocking) {
+  if (!policy_.patient) {
+    blocking();
+    return;
+  }
+  MPI_Request request = MPI_REQUEST_NULL;
+  non_blocking(&request);
+  wait_all(&request, 1, policy_);
+}
+
 void MpiCommunicator::allreduce_sum(void* data, size_t count, DType type) {
   if (size_ == 1) return;
   auto* bytes = static_cast<char*>(data);
   const size_t elem = dtype_size(type);
   for (size_t done = 0; done < count; done += kMaxChunk) {
     const size_t n = std::min(kMaxChunk, count - done);
-    AUTOLOCO_MPI(MPI_Allreduce(MPI_IN_PLACE, bytes + done * elem, checked_count(n), mpi_type(type),
-                               MPI_SUM, comm_));
+    void* at = bytes + done * elem;
+    collective(
+        [&] {
+          AUTOLOCO_MPI(
+              MPI_Allreduce(MPI_IN_PLACE, at, checked_count(n), mpi_type(type), MPI_SUM, comm_));
+        },
+        [&](MPI_Request* r) {
+          AUTOLOCO_MPI(MPI_Iallreduce(MPI_IN_PLACE, at, checked_count(n), mpi_type(type), MPI_SUM,
+                                      comm_, r));
+        });
   }
 }
 
@@ -87,8 +106,14 @@ void MpiCommunicator::allgather(const void* send, void* recv, size_t count, DTyp
   // In place when this rank's part already sits at its slot of recv.
   const size_t offset = static_cast<size_t>(rank_) * count * dtype_size(type);
   const void* source = send == static_cast<char*>(recv) + offset ? MPI_IN_PLACE : send;
-  AUTOLOCO_MPI(MPI_Allgather(source, checked_count(count), mpi_type(type), recv,
-                             checked_count(count), mpi_type(type), comm_));
+  const int n = checked_count(count);
+  collective(
+      [&] {
+        AUTOLOCO_MPI(MPI_Allgather(source, n, mpi_type(type), recv, n, mpi_type(type), comm_));
+      },
+      [&](MPI_Request* r) {
+        AUTOLOCO_MPI(MPI_Iallgather(source, n, mpi_type(type), recv, n, mpi_type(type), comm_, r));
+      });
 }
 
 void MpiCommunicator::broadcast(void* data, size_t count, DType type, int root) {
@@ -97,12 +122,17 @@ void MpiCommunicator::broadcast(void* data, size_t count, DType type, int root) 
   const size_t elem = dtype_size(type);
   for (size_t done = 0; done < count; done += kMaxChunk) {
     const size_t n = std::min(kMaxChunk, count - done);
-    AUTOLOCO_MPI(MPI_Bcast(bytes + done * elem, checked_count(n), mpi_type(type), root, comm_));
+    void* at = bytes + done * elem;
+    collective([&] { AUTOLOCO_MPI(MPI_Bcast(at, checked_count(n), mpi_type(type), root, comm_)); },
+               [&](MPI_Request* r) {
+                 AUTOLOCO_MPI(MPI_Ibcast(at, checked_count(n), mpi_type(type), root, comm_, r));
+               });
   }
 }
 
 void MpiCommunicator::barrier() {
-  AUTOLOCO_MPI(MPI_Barrier(comm_));
+  collective([&] { AUTOLOCO_MPI(MPI_Barrier(comm_)); },
+             [&](MPI_Request* r) { AUTOLOCO_MPI(MPI_Ibarrier(comm_, r)); });
 }
 
 }  // namespace autoloco

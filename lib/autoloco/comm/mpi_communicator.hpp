@@ -4,6 +4,7 @@
 #include <mpi.h>
 
 #include "autoloco/comm/communicator.hpp"
+#include "autoloco/comm/patient_wait.hpp"
 
 namespace autoloco {
 
@@ -21,6 +22,9 @@ class MpiCommunicator final : public Communicator {
   int size() const override { return size_; }
   std::string backend() const override { return "mpi"; }
   MPI_Comm handle() const { return comm_; }
+  // Patient: every collective is the non-blocking one, waited for by wait_all (the
+  // communication thread's, which must not spin on the compute's core).
+  void set_wait_policy(const WaitPolicy& policy) { policy_ = policy; }
 
   using Communicator::allreduce_sum;
   void allreduce_sum(void* data, size_t count, DType type) override;
@@ -30,9 +34,13 @@ class MpiCommunicator final : public Communicator {
 
  private:
   void init_rank_size();
+  // The blocking call, or (patient) its non-blocking twin and a patient wait.
+  template <class Blocking, class NonBlocking>
+  void collective(Blocking blocking, NonBlocking non_blocking);
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0;
   int size_ = 1;
+  WaitPolicy policy_;
 };
 
 MPI_Datatype mpi_type(DType t);

@@ -55,9 +55,18 @@ void RingAllreduce::exchange(const float* payload, size_t count, DType wire, con
   }
   const int right = (rank_ + 1) % size_;
   const int left = (rank_ + size_ - 1) % size_;
-  AUTOLOCO_MPI(MPI_Sendrecv(send_data, static_cast<int>(send_bytes), MPI_BYTE, right, kTag,
-                            recv_data, static_cast<int>(recv_bytes), MPI_BYTE, left, kTag, comm_,
-                            MPI_STATUS_IGNORE));
+  if (!policy_.patient) {
+    AUTOLOCO_MPI(MPI_Sendrecv(send_data, static_cast<int>(send_bytes), MPI_BYTE, right, kTag,
+                              recv_data, static_cast<int>(recv_bytes), MPI_BYTE, left, kTag, comm_,
+                              MPI_STATUS_IGNORE));
+  } else {
+    MPI_Request requests[2];
+    AUTOLOCO_MPI(MPI_Irecv(recv_data, static_cast<int>(recv_bytes), MPI_BYTE, left, kTag, comm_,
+                           &requests[0]));
+    AUTOLOCO_MPI(MPI_Isend(send_data, static_cast<int>(send_bytes), MPI_BYTE, right, kTag, comm_,
+                           &requests[1]));
+    wait_all(requests, 2, policy_);
+  }
   incoming_scalars_.resize(in_layout.scalars);
   if (!raw_in) unpack(recv_buffer_.data(), in_layout, into, incoming_scalars_.data());
 }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "autoloco/comm/communicator.hpp"
+#include "autoloco/comm/patient_wait.hpp"
 
 namespace autoloco {
 
@@ -22,6 +23,9 @@ class RingAllreduce {
   // In place: payload (count floats) and scalars (k doubles) become their sums over the ranks.
   // With a bf16 wire the result is rounded to bf16 (held in the floats).
   void run(float* payload, size_t count, DType wire, double* scalars, size_t k);
+
+  // How each exchange waits for its messages (patient on the communication thread).
+  void set_wait_policy(const WaitPolicy& policy) { policy_ = policy; }
 
  private:
   struct Chunk {
@@ -37,6 +41,7 @@ class RingAllreduce {
   MPI_Comm comm_;
   int rank_ = 0;
   int size_ = 1;
+  WaitPolicy policy_;
   std::vector<std::byte> send_buffer_;
   std::vector<std::byte> recv_buffer_;
   std::vector<float> incoming_;

@@ -1,8 +1,5 @@
 #include "autoloco/comm/wan_link.hpp"
 
-#include <chrono>
-#include <thread>
-
 #include "autoloco/util/timer.hpp"
 
 namespace autoloco {
@@ -19,28 +16,33 @@ WanLink::WanLink(MpiCommunicator& inter, WanModel model) : ring_(inter.handle())
   model_.dcs = inter.size();
 }
 
+void WanLink::set_wait_policy(const WaitPolicy& policy) {
+  ring_.set_wait_policy(policy);
+  cancel_ = policy.cancel;
+}
+
 void WanLink::allreduce(float* payload, size_t count, DType wire, double* scalars, size_t k) {
   if (model_.dcs <= 1) return;
   const PackedLayout layout{count, wire, k};
   Timer timer;
   ring_.run(payload, count, wire, scalars, k);
   const double t = model_.seconds(layout.bytes());
-  link_s_ += t;
-  dc_bytes_ += static_cast<int64_t>(layout.bytes()) * model_.members;
-  ++messages_;
+  link_s_.store(link_s_.load() + t);
+  dc_bytes_.store(dc_bytes_.load() + static_cast<int64_t>(layout.bytes()) * model_.members);
+  messages_.store(messages_.load() + 1);
   if (model_.sleep) {
     // The real transfer already took some of the simulated time.
     const double remaining = t - timer.seconds();
-    if (remaining > 0) std::this_thread::sleep_for(std::chrono::duration<double>(remaining));
+    if (remaining > 0) sleep_cancellable(remaining, cancel_);
   }
-  wall_s_ += timer.seconds();
+  wall_s_.store(wall_s_.load() + timer.seconds());
 }
 
 void WanLink::restore(const WanCounters& c) {
-  dc_bytes_ = c.dc_bytes;
-  messages_ = c.messages;
-  link_s_ = c.link_s;
-  wall_s_ = c.wall_s;
+  dc_bytes_.store(c.dc_bytes);
+  messages_.store(c.messages);
+  link_s_.store(c.link_s);
+  wall_s_.store(c.wall_s);
 }
 
 }  // namespace autoloco

@@ -6,6 +6,7 @@
 // messages (members x message bytes). In sleep mode the rank also waits T out.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
@@ -44,26 +45,32 @@ class WanLink {
   // member, and in sleep mode waited for.
   void allreduce(float* payload, size_t count, DType wire, double* scalars, size_t k);
 
+  // On the communication thread: patient waits, and a sleep that `policy.cancel` can cut short.
+  void set_wait_policy(const WaitPolicy& policy);
+
   int dcs() const { return model_.dcs; }
   const WanModel& model() const { return model_; }
   // Bytes the whole dc handed to the link so far (members x this rank's messages).
-  int64_t dc_bytes() const { return dc_bytes_; }
+  // The counters are written by whichever thread runs allreduce and may be read by the main
+  // thread meanwhile (logs), hence atomics; each has one writer at a time.
+  int64_t dc_bytes() const { return dc_bytes_.load(); }
   // Simulated link seconds so far.
-  double link_seconds() const { return link_s_; }
-  // Real seconds spent inside allreduce (the transfer, and the sleep in sleep mode):
-  // subtracted from wall-clock to get the compute time of the simulated clock.
-  double wall_seconds() const { return wall_s_; }
-  int64_t messages() const { return messages_; }
-  WanCounters counters() const { return {dc_bytes_, messages_, link_s_, wall_s_}; }
+  double link_seconds() const { return link_s_.load(); }
+  // Real seconds spent inside allreduce (the transfer, and the sleep in sleep mode). A
+  // blocking sync subtracts them from wall-clock to get the compute time of the simulated clock.
+  double wall_seconds() const { return wall_s_.load(); }
+  int64_t messages() const { return messages_.load(); }
+  WanCounters counters() const { return {dc_bytes(), messages(), link_seconds(), wall_seconds()}; }
   void restore(const WanCounters& c);
 
  private:
   RingAllreduce ring_;
   WanModel model_;
-  int64_t dc_bytes_ = 0;
-  int64_t messages_ = 0;
-  double link_s_ = 0.0;
-  double wall_s_ = 0.0;
+  const std::atomic<bool>* cancel_ = nullptr;
+  std::atomic<int64_t> dc_bytes_{0};
+  std::atomic<int64_t> messages_{0};
+  std::atomic<double> link_s_{0.0};
+  std::atomic<double> wall_s_{0.0};
 };
 
 }  // namespace autoloco

@@ -131,6 +131,9 @@ struct OuterConfig {
   double correction_beta = 0.5;
   std::string wire_dtype = "fp32";
   std::string state_device = "auto";
+  std::string overlap = "streaming";
+  int64_t overlap_steps = 0;
+  double overlap_alpha = 0.0;
 
   template <class Self, class V>
   static void visit(Self& s, V& v) {
@@ -154,6 +157,15 @@ struct OuterConfig {
     v("state_device", s.state_device,
       "where the outer state (anchor, momentum; fp32) lives: cpu, device (run.device), or auto "
       "(the device for models up to 1B parameters, 8 GB of outer state; the cpu beyond)");
+    v("overlap", s.overlap,
+      "how a sync overlaps the inner steps when overlap_steps > 0: streaming (Streaming "
+      "DiLoCo's tau-step overlap with alpha mixing); eager is not built (docs/methods.md)");
+    v("overlap_steps", s.overlap_steps,
+      "tau: inner steps the replica trains on while its round's all-reduce runs on a "
+      "communication thread; 0 waits for it (blocking DiLoCo). Must be below every round's H");
+    v("overlap_alpha", s.overlap_alpha,
+      "alpha: when the late outer step lands, replica <- alpha replica + (1 - alpha) anchor; 0 "
+      "drops the tau local steps, 0.5 averages");
   }
 };
 

@@ -3,6 +3,7 @@
 #include <fmt/ranges.h>
 #include <torch/version.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "autoloco/config/config.hpp"
@@ -164,6 +165,38 @@ void validate_batch(const BatchConfig& b, const Config& c) {
                       initial, b.max_batch));
 }
 
+// Overlap (outer.overlap_steps): the late outer step must land inside the next round, and
+// everything a round's message tells the other dcs must be known before that round starts.
+void validate_overlap(const Config& c) {
+  const OuterConfig& o = c.outer;
+  require_one_of(o.overlap, {"streaming", "eager"}, "outer.overlap");
+  require(o.overlap != "eager", "outer.overlap",
+          "eager updates (Kale et al. 2025) are not built: the paper's exact update rule could not "
+          "be read (docs/methods.md, Overlap); use outer.overlap=streaming");
+  require_non_negative(o.overlap_steps, "outer.overlap_steps");
+  require(o.overlap_alpha >= 0.0 && o.overlap_alpha < 1.0, "outer.overlap_alpha",
+          fmt::format("must be in [0, 1), got {}", o.overlap_alpha));
+  if (o.overlap_steps == 0) return;
+  require(o.method != "ddp", "outer.overlap_steps",
+          "ddp all-reduces gradients at every step and has no round to overlap: use "
+          "outer.method=diloco (or local_sgd) or outer.overlap_steps=0");
+  const auto& i = c.interval;
+  int64_t shortest = i.controller == "fixed" ? i.H : std::min(i.H, i.H_min);
+  if (i.controller == "schedule") {
+    for (const IntervalChange& change : parse_interval_schedule(i))
+      shortest = std::min(shortest, change.H);
+  }
+  require(o.overlap_steps < shortest, "outer.overlap_steps",
+          fmt::format("tau = {} must be below every round's length (here as short as {} steps: "
+                      "interval.H, interval.H_min or an interval.schedule entry), so that a "
+                      "round's outer step lands before the next round ends",
+                      o.overlap_steps, shortest));
+  require(c.batch.controller == "fixed" && c.batch.instances == 1, "outer.overlap_steps",
+          "adaptive batches announce each dc's next batch in the round's message, which an "
+          "overlapped round needs before it arrives: use batch.controller=fixed with "
+          "batch.instances=1, or outer.overlap_steps=0");
+}
+
 void validate_wan(const WanConfig& w) {
   require_positive(w.bandwidth_gbps, "wan.bandwidth_gbps");
   require_non_negative(w.latency_ms, "wan.latency_ms");
@@ -242,6 +275,7 @@ void validate(const Config& c) {
   validate_outer(c.outer);
   validate_interval(c.interval);
   validate_batch(c.batch, c);
+  validate_overlap(c);
   validate_wan(c.wan);
   validate_ckpt(c.ckpt);
 }

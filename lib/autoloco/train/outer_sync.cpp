@@ -1,6 +1,13 @@
 #include "autoloco/train/outer_sync.hpp"
 
+#include <c10/core/Event.h>
+#include <c10/core/StreamGuard.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+
+#include <chrono>
 #include <cmath>
+#include <optional>
+#include <thread>
 #include <vector>
 
 namespace autoloco {
@@ -11,6 +18,15 @@ enum Scalar { kWeight, kLoss, kDeltaSq, kDeltaNorm, kTokens, kLrSum, kSeconds, k
 static_assert(kNumScalars == OuterSync::kRoundScalars);
 
 }  // namespace
+
+// The GPU half of an asynchronous stage: a snapshot on the compute stream (so the replica may
+// train on), its copy to the host on a side stream, and the event that says it landed.
+struct OuterSync::DeviceStaging {
+  std::optional<c10::Stream> side;
+  std::optional<c10::Event> copied;
+  torch::Tensor snapshot;
+  bool negate_on_host = false;  // the snapshot is the replica: Δ = anchor − it on the host
+};
 
 torch::Device outer_state_device(const std::string& state_device, torch::Device device,
                                  int64_t parameters) {
@@ -24,7 +40,8 @@ OuterSync::OuterSync(const OuterConfig& outer, int64_t H0, FlatParams& params,
     : wire_(outer.wire_dtype == "bf16" ? DType::bf16 : DType::f32),
       optimizer_(make_outer_optimizer(outer, H0)),
       reducer_(reducer),
-      link_(link) {
+      link_(link),
+      device_staging_(std::make_unique<DeviceStaging>()) {
   torch::NoGradGuard no_grad;
   const bool gpu = params.values().is_cuda();
   anchor_ = params.values().detach().to(state_device, torch::kFloat, false, /*copy=*/true);
@@ -33,6 +50,13 @@ OuterSync::OuterSync(const OuterConfig& outer, int64_t H0, FlatParams& params,
   if (gpu && !anchor_.is_cuda()) anchor_ = anchor_.pin_memory();
   staging_ = torch::empty({params.numel()},
                           torch::TensorOptions().dtype(torch::kFloat).pinned_memory(gpu));
+}
+
+OuterSync::~OuterSync() = default;
+
+int64_t OuterSync::buffer_bytes() const {
+  const int64_t snapshot = anchor_.is_cuda() || staging_.is_pinned() ? staging_.numel() : 0;
+  return 4 * (staging_.numel() + snapshot);
 }
 
 void OuterSync::stage_delta(FlatParams& params) {
@@ -48,15 +72,58 @@ void OuterSync::stage_delta(FlatParams& params) {
   staging_.copy_(anchor_ - replica.to(anchor_.device()));
 }
 
-RoundStats OuterSync::sync(FlatParams& params, const RoundInput& in) {
+void OuterSync::stage_delta_async(FlatParams& params) {
+  const torch::Tensor& replica = params.values();
+  DeviceStaging& d = *device_staging_;
+  d.negate_on_host = !anchor_.is_cuda();
+  d.snapshot = d.negate_on_host ? replica.clone() : anchor_ - replica;
+  const auto* impl = c10::impl::getDeviceGuardImpl(replica.device().type());
+  const c10::Stream home = impl->getStream(replica.device());
+  if (!d.side) d.side = impl->getStreamFromGlobalPool(replica.device());
+  c10::Event ready(home.device_type());
+  ready.record(home);
+  ready.block(*d.side);
+  {
+    c10::StreamGuard on_side(*d.side);
+    staging_.copy_(d.snapshot, /*non_blocking=*/true);
+  }
+  d.copied.emplace(home.device_type());
+  d.copied->record(*d.side);
+}
+
+void OuterSync::await_staging() {
+  DeviceStaging& d = *device_staging_;
+  if (!d.copied) return;
+  // Polled with a short sleep, not spun on: this runs on the communication thread.
+  while (!d.copied->query())
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  d.copied.reset();
+  if (d.negate_on_host) staging_.neg_().add_(anchor_);
+}
+
+StagedRound OuterSync::stage(FlatParams& params, const RoundInput& in, bool asynchronous) {
   torch::NoGradGuard no_grad;
-  stage_delta(params);
+  if (asynchronous && params.values().is_cuda()) {
+    stage_delta_async(params);
+  } else {
+    stage_delta(params);
+  }
+  StagedRound r;
+  r.in = in;
+  return r;
+}
+
+void OuterSync::reduce(StagedRound& r) {
+  torch::NoGradGuard no_grad;
+  await_staging();
+  const RoundInput& in = r.in;
   const double delta_norm = staging_.norm().item<double>();
   const double weight = in.tokens / in.nominal_tokens;
   if (weight != 1.0) staging_.mul_(weight);
 
   const int g = link_.dcs();
-  std::vector<double> scalars(message_scalars(g), 0.0);
+  std::vector<double>& scalars = r.scalars;
+  scalars.assign(message_scalars(g), 0.0);
   double* next_batch = scalars.data() + kNumScalars;
   double* demand = next_batch + g;
   next_batch[in.dc] = in.next_batch;
@@ -73,13 +140,21 @@ RoundStats OuterSync::sync(FlatParams& params, const RoundInput& in) {
   const int64_t bytes_before = link_.dc_bytes();
   reducer_.allreduce_sum(staging_.data_ptr<float>(), static_cast<size_t>(staging_.numel()),
                          scalars.data(), scalars.size(), wire_);
+  r.link_s = link_.link_seconds() - link_before;
+  r.dc_bytes = link_.dc_bytes() - bytes_before;
+}
+
+RoundStats OuterSync::finish(const StagedRound& r) {
+  torch::NoGradGuard no_grad;
+  const std::vector<double>& scalars = r.scalars;
+  const int g = link_.dcs();
   // Token-weighted mean: Σ w_i Δ_i / Σ w_i, a plain division by G when batches are equal.
   staging_.div_(scalars[kWeight]);
 
   RoundStats s;
-  s.round = in.round;
-  s.step = in.step;
-  s.H = in.H;
+  s.round = r.in.round;
+  s.step = r.in.step;
+  s.H = r.in.H;
   s.dcs = g;
   s.loss = scalars[kLoss] / g;
   s.lr_sum = scalars[kLrSum] / g;
@@ -90,16 +165,35 @@ RoundStats OuterSync::sync(FlatParams& params, const RoundInput& in) {
   const double avg_norm = staging_.norm().item<double>();
   s.avg_delta_sq = avg_norm * avg_norm;
   s.rho = RoundStats::agreement(g, s.mean_delta_sq, s.avg_delta_sq);
+  const double* next_batch = scalars.data() + kNumScalars;
+  const double* demand = next_batch + g;
   s.next_batch.assign(next_batch, next_batch + g);
   for (int d = 0; d < g; ++d)
     s.demand.push_back(demand[d] < 0.0 ? std::nan("") : demand[d]);
-  s.link_s = link_.link_seconds() - link_before;
-  s.dc_bytes = link_.dc_bytes() - bytes_before;
+  s.link_s = r.link_s;
+  s.dc_bytes = r.dc_bytes;
 
   const torch::Tensor mean_delta =
       anchor_.is_cuda() ? staging_.to(anchor_.device(), /*non_blocking=*/false) : staging_;
   optimizer_->step(anchor_, mean_delta, s);
-  params.values().copy_(anchor_);
+  return s;
+}
+
+void OuterSync::merge(FlatParams& params, double alpha) {
+  torch::NoGradGuard no_grad;
+  torch::Tensor& replica = params.values();
+  if (alpha == 0.0) {
+    replica.copy_(anchor_);
+    return;
+  }
+  replica.mul_(alpha).add_(anchor_.to(replica.device()), 1.0 - alpha);
+}
+
+RoundStats OuterSync::sync(FlatParams& params, const RoundInput& in) {
+  StagedRound r = stage(params, in);
+  reduce(r);
+  const RoundStats s = finish(r);
+  merge(params, 0.0);
   return s;
 }
 

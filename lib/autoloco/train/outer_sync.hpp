@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include <memory>
+#include <vector>
 
 #include "autoloco/comm/hierarchical_allreduce.hpp"
 #include "autoloco/config/config.hpp"
@@ -39,6 +40,16 @@ constexpr int64_t kAutoDeviceParameters = int64_t{1} << 30;
 torch::Device outer_state_device(const std::string& state_device, torch::Device device,
                                  int64_t parameters);
 
+// A round's message between its stages: staged on the main thread, reduced on whichever thread
+// carries the link, finished on the main thread. After reduce() the staging buffer holds
+// Σ_i w_i Δ_i and `scalars` their sums, identical on every rank.
+struct StagedRound {
+  RoundInput in;
+  std::vector<double> scalars;
+  double link_s = 0.0;   // simulated link seconds of its all-reduce
+  int64_t dc_bytes = 0;  // bytes one dc sent
+};
+
 class OuterSync {
  public:
   // Scalars that ride in each round's inter-dc message (weight, loss, ‖Δ_i‖², ‖Δ_i‖, tokens,
@@ -51,24 +62,49 @@ class OuterSync {
   // (interval.H) is the reference interval of the outer correction.
   OuterSync(const OuterConfig& outer, int64_t H0, FlatParams& params,
             HierarchicalAllreduce& reducer, WanLink& link, torch::Device state_device);
+  ~OuterSync();
 
-  // One round's end, on every rank of the world together. Returns the round's statistics.
+  // One round's end, blocking, on every rank of the world together: stage, reduce, finish, and
+  // the replica reset to the new anchor. Returns the round's statistics.
   RoundStats sync(FlatParams& params, const RoundInput& in);
 
+  // Main thread: Δ_i = anchor − replica into the host staging buffer. With `asynchronous` and
+  // the replica on a GPU, Δ_i (or the replica, for a host anchor) is snapshotted on the compute
+  // stream and copied to the pinned buffer on a side stream; reduce() waits for that copy. The
+  // replica may change as soon as this returns.
+  StagedRound stage(FlatParams& params, const RoundInput& in, bool asynchronous = false);
+  // Any one thread: weights Δ_i by the dc's tokens, fills the message's scalars and runs the
+  // hierarchical all-reduce. Touches only the staging buffer (and reads the anchor).
+  void reduce(StagedRound& r);
+  // Main thread: the token-weighted mean, the round's statistics and the outer step on the
+  // anchor (on the compute stream). The replica is not touched.
+  RoundStats finish(const StagedRound& r);
+  // replica <- alpha replica + (1 − alpha) anchor; alpha = 0 copies the anchor.
+  void merge(FlatParams& params, double alpha);
+
   torch::Tensor& anchor() { return anchor_; }
+  // The host buffer of the message (a pending result's Σ w_i Δ_i, for checkpoints).
+  torch::Tensor& staging() { return staging_; }
+  // Bytes of the buffers that a sync on another thread uses (staging, GPU snapshot).
+  int64_t buffer_bytes() const;
   OuterOptimizer& optimizer() { return *optimizer_; }
   const OuterOptimizer& optimizer() const { return *optimizer_; }
 
  private:
   // Δ_i = anchor − replica into staging_ (host, fp32).
   void stage_delta(FlatParams& params);
+  void stage_delta_async(FlatParams& params);
+  // The side stream's copy into staging_ (after stage_delta_async), then Δ_i on the host.
+  void await_staging();
 
+  struct DeviceStaging;  // the GPU side stream and its event (outer_sync.cpp)
   DType wire_;
   std::unique_ptr<OuterOptimizer> optimizer_;
   HierarchicalAllreduce& reducer_;
   WanLink& link_;
   torch::Tensor anchor_;   // fp32, state device (pinned when on the host and params on a GPU)
   torch::Tensor staging_;  // fp32 host buffer for the wire (pinned when params live on a GPU)
+  std::unique_ptr<DeviceStaging> device_staging_;
 };
 
 }  // namespace autoloco

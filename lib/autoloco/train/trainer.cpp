@@ -15,6 +15,7 @@
 #include "autoloco/util/blas_threads.hpp"
 #include "autoloco/util/error.hpp"
 #include "autoloco/util/log.hpp"
+#include "autoloco/util/mpi_threads.hpp"
 #include "autoloco/util/signals.hpp"
 
 namespace autoloco {
@@ -52,6 +53,7 @@ Trainer::Trainer(const Config& config, MPI_Comm world, TrainerOptions options)
       inter_mpi_(std::make_unique<MpiCommunicator>(world, topo_.member, topo_.dc)),
       stop_(world) {
   validate_world(config_, topo_.world_size);
+  if (config_.outer.overlap_steps > 0) require_mpi_thread_multiple("outer.overlap_steps");
   set_threads();
   bf16_ = uses_bf16(config_.run, device_);
   configure_matmul_precision(config_.run, device_);
@@ -80,8 +82,7 @@ Trainer::Trainer(const Config& config, MPI_Comm world, TrainerOptions options)
   if (outer_method()) {
     const torch::Device state_device =
         outer_state_device(config_.outer.state_device, device_, params().numel());
-    outer_ = std::make_unique<OuterSync>(config_.outer, config_.interval.H, params(), *reducer_,
-                                         *wan_, state_device);
+    sync_ = make_sync_pipeline(config_, params(), *intra_mpi_, *wan_, state_device, wall_);
     controller_ = make_interval_controller(config_);
     H_ = controller_->first_interval();
   }
@@ -159,58 +160,8 @@ double Trainer::lr_scale(const ModelInstance& inst) const {
                    static_cast<double>(initial_batch_));
 }
 
-void Trainer::log_start() const {
-  if (!options_.print_progress) return;
-  const auto& m = config_.model;
-  log::info("autoloco {} | LibTorch {} | {} ranks = {} dc x {} members | device {} | {} threads",
-            AUTOLOCO_VERSION, TORCH_VERSION, topo_.world_size, topo_.num_dcs, topo_.ranks_per_dc,
-            device_.str(), torch::get_num_threads());
-  log::info("{}", describe_layout(topo_, world_));
-  log::info(
-      "model: {} layers, {} heads, d_model {}, seq_len {}, vocab {} | {} params | {} "
-      "FLOPs/token",
-      m.n_layer, m.n_head, m.d_model, m.seq_len, m.vocab_size,
-      format_si(static_cast<double>(parameter_count(instances_[0].model))),
-      format_si(flops_per_token(m)));
-  log::info("data: {} train tokens in {} shards, {} val tokens | {} tokens/step",
-            format_si(static_cast<double>(train_data_->num_tokens())), train_data_->num_shards(),
-            format_si(static_cast<double>(val_data_->num_tokens())), tokens_per_step());
-  const auto& o = config_.outer;
-  const size_t shard_bytes =
-      HierarchicalAllreduce::shard_size(static_cast<size_t>(instances_[0].params->numel()),
-                                        topo_.ranks_per_dc) *
-      (o.wire_dtype == "bf16" ? 2 : 4);
-  if (outer_method()) {
-    log::info("method {}: outer lr {} momentum {}{}{}, wire {}, state on {} | intra-dc {}",
-              o.method, o.method == "local_sgd" ? 1.0 : o.lr,
-              o.method == "local_sgd" ? 0.0 : o.momentum,
-              o.momentum_schedule.empty() ? "" : " (scheduled)",
-              o.correction == "none" ? "" : fmt::format(", correction {}", o.correction),
-              o.wire_dtype, outer_->anchor().device().str(), grad_comm_->backend());
-    log::info("interval {}", controller_->describe());
-  } else {
-    log::info("method ddp: gradients all-reduced over the world every step, wire {} | intra-dc {}",
-              o.wire_dtype, grad_comm_->backend());
-  }
-  const auto* adamw = dynamic_cast<const FlatAdamW*>(instances_[0].optimizer.get());
-  log::info("precision {} | tf32 {} | inner {}{}",
-            bf16_ ? "bf16 autocast over fp32 weights" : "fp32",
-            device_.is_cuda() && config_.run.tf32 ? "on" : "off", config_.inner.optimizer,
-            adamw ? (adamw->options().fused ? " (fused kernel)" : " (flat kernel)") : "");
-  log::info("batch {}{}", instances_[0].batch->describe(),
-            instances_.size() > 1 ? fmt::format(" | {} instances per rank, merging every {} rounds",
-                                                instances_.size(), config_.batch.merge_every)
-                                  : "");
-  if (topo_.num_dcs > 1) {
-    log::info("inter-dc link: {} Gbit/s, {} ms ({}): {}B per dc per sync, {:.3f} s per sync",
-              config_.wan.bandwidth_gbps, config_.wan.latency_ms, config_.wan.mode,
-              format_si(static_cast<double>(shard_bytes * static_cast<size_t>(topo_.ranks_per_dc))),
-              wan_->model().seconds(shard_bytes));
-  }
-}
-
 torch::Tensor Trainer::anchor() const {
-  return outer_ ? outer_->anchor() : torch::Tensor();
+  return sync_ ? sync_->outer().anchor() : torch::Tensor();
 }
 
 StepResult Trainer::train_step() {
@@ -262,7 +213,10 @@ StepResult Trainer::train_step() {
   ++round_steps_;
   round_loss_sum_ += r.loss;
   round_lr_sum_ += r.lr;
-  if (round_steps_ >= H_ || finished()) r.round = end_round();
+  // An overlapped round's outer step lands tau steps after its end; then this step may end the
+  // next round.
+  if (auto landed = sync_->poll(params(), step_)) on_round(*landed, r);
+  if (round_steps_ >= H_ || finished()) end_round(r);
   return r;
 }
 
@@ -319,7 +273,7 @@ void Trainer::merge_two_instances(size_t i, size_t j) {
   instances_.erase(instances_.begin() + static_cast<std::ptrdiff_t>(j));
 }
 
-RoundStats Trainer::end_round() {
+RoundInput Trainer::round_input() {
   // One tiny intra-dc collective per round: the dc's means, so that every member puts the same
   // scalars into the round's message, and the round's gradient-noise sums of its samples.
   constexpr size_t kNoise = NoiseSums::kCount;
@@ -342,10 +296,10 @@ RoundStats Trainer::end_round() {
   BatchDecision decision = decide_batches(noise);
   // A merge after this round changes the dc's next batch by the merged plan's rounding: the
   // message must carry the batch the dc will really run.
-  const auto merge = due_merge();
-  if (merge) {
-    const BatchController& into = *instances_[merge->first].batch;
-    const int64_t from = instances_[merge->second].batch->plan().batch;
+  pending_merge_ = due_merge();
+  if (pending_merge_) {
+    const BatchController& into = *instances_[pending_merge_->first].batch;
+    const int64_t from = instances_[pending_merge_->second].batch->plan().batch;
     decision.batch += into.absorbed(from) - into.plan().batch - from;
   }
 
@@ -365,7 +319,24 @@ RoundStats Trainer::end_round() {
   in.dc = topo_.dc;
   in.next_batch = static_cast<double>(decision.batch);
   in.demand = decision.demand;
-  const RoundStats s = outer_->sync(params(), in);
+  return in;
+}
+
+void Trainer::end_round(StepResult& r) {
+  // A round as short as tau (the run's last) ends before its predecessor landed: land it now.
+  if (auto late = sync_->flush(params())) on_round(*late, r);
+  const RoundInput in = round_input();
+  std::optional<RoundStats> landed = sync_->end_round(params(), in, step_);
+  round_start_compute_s_ = compute_seconds();
+  round_steps_ = 0;
+  round_loss_sum_ = 0.0;
+  round_lr_sum_ = 0.0;
+  // No steps are left to overlap the run's last sync.
+  if (!landed && finished()) landed = sync_->flush(params());
+  if (landed) on_round(*landed, r);
+}
+
+void Trainer::on_round(const RoundStats& s, StepResult& r) {
   for (size_t i = 1; i < instances_.size(); ++i) {
     torch::NoGradGuard no_grad;
     instances_[i].params->values().copy_(params().values());
@@ -374,20 +345,17 @@ RoundStats Trainer::end_round() {
   for (size_t d = 0; d < dc_batches_.size(); ++d)
     dc_batches_[d] = std::llround(s.next_batch[d]);
   ++rounds_;
-  if (merge) merge_two_instances(merge->first, merge->second);
-  h_per_round_.push_back(round_steps_);
+  if (pending_merge_) merge_two_instances(pending_merge_->first, pending_merge_->second);
+  pending_merge_.reset();
+  h_per_round_.push_back(s.H);
   H_ = controller_->next_interval(s);
   if (config_.interval.check_consistency) check_round_consistency(s);
-  round_start_compute_s_ = compute_seconds();
-  round_steps_ = 0;
-  round_loss_sum_ = 0.0;
-  round_lr_sum_ = 0.0;
   log_round(s, last_round_batches_);
-  return s;
+  r.round = s;
 }
 
 void Trainer::check_round_consistency(const RoundStats& s) {
-  const OuterOptimizer& outer = outer_->optimizer();
+  const OuterOptimizer& outer = sync_->outer().optimizer();
   const std::vector<double> mine = {static_cast<double>(H_), outer.last_lr(), outer.last_momentum(),
                                     s.loss, s.rho};
   std::vector<double> all(mine.size() * static_cast<size_t>(topo_.world_size));
@@ -411,6 +379,12 @@ void Trainer::check_round_consistency(const RoundStats& s) {
 double Trainer::evaluate() {
   torch::NoGradGuard no_grad;
   GPT& model = instances_[0].model;  // every instance holds the anchor at a round's end
+  // An overlapped replica trains on past the round's end: the model borrows the anchor.
+  torch::Tensor own;
+  if (sync_ && config_.outer.overlap_steps > 0) {
+    own = params().values().clone();
+    params().values().copy_(anchor());
+  }
   model->eval();
   double sums[2] = {0.0, 0.0};  // loss sum, batches
   for (int64_t i = topo_.world_rank; i < config_.run.eval_batches; i += topo_.world_size) {
@@ -421,6 +395,7 @@ double Trainer::evaluate() {
     sums[1] += 1.0;
   }
   model->train();
+  if (own.defined()) params().values().copy_(own);
   world_comm_->allreduce_sum(sums, 2);
   return sums[0] / sums[1];
 }
@@ -435,104 +410,16 @@ int64_t Trainer::inter_dc_bytes() const {
 }
 
 double Trainer::compute_seconds() const {
-  return std::max(0.0, wall_.seconds() - wan_->wall_seconds());
+  const double waited = sync_ ? sync_->clock().wait_s : wan_->wall_seconds();
+  return std::max(0.0, wall_.seconds() - waited);
+}
+
+double Trainer::exposed_link_seconds() const {
+  return sync_ ? sync_->clock().exposed_link_s : wan_->link_seconds();
 }
 
 double Trainer::sim_seconds() const {
-  return compute_seconds() + wan_->link_seconds();
-}
-
-void Trainer::log_step(const StepResult& r, double interval_loss, double interval_s) {
-  const double tokens_per_s =
-      static_cast<double>(tokens_ - loop_.tokens_at_log) / std::max(interval_s, 1e-9);
-  loop_.tokens_at_log = tokens_;
-  if (options_.print_progress) {
-    ProgressState p{progress_step(), config_.run.steps, interval_loss, r.lr,
-                    tokens_per_s,    wall_.seconds()};
-    p.dcs = topo_.num_dcs;
-    p.rounds = rounds_;
-    p.inter_dc_bytes = inter_dc_bytes();
-    log::info("{}", format_progress(p));
-  }
-  if (!run_dir_) return;
-  run_dir_->append_metrics(JsonObject()
-                               .add("step", step_)
-                               .add("loss", interval_loss)
-                               .add("lr", r.lr)
-                               .add("grad_norm", r.grad_norm)
-                               .add("tokens", tokens_)
-                               .add("batch", dc_batch_sequences())
-                               .add("tokens_per_s", tokens_per_s)
-                               .add("rounds", rounds_)
-                               .add("inter_dc_bytes", inter_dc_bytes())
-                               .add("sim_time_s", sim_seconds())
-                               .add("elapsed_s", wall_.seconds()));
-}
-
-void Trainer::log_round(const RoundStats& s, const std::vector<int64_t>& batches) {
-  if (!run_dir_) return;
-  std::vector<int64_t> next_batch;
-  std::vector<double> demand;
-  for (size_t d = 0; d < s.next_batch.size(); ++d) {
-    next_batch.push_back(std::llround(s.next_batch[d]) * topo_.ranks_per_dc);
-    demand.push_back(s.demand[d] * static_cast<double>(topo_.ranks_per_dc));
-  }
-  run_dir_->append_sync(JsonObject()
-                            .add("round", s.round)
-                            .add("step", step_)
-                            .add("H", s.H)
-                            .add("loss", s.loss)
-                            .add("lr_sum", s.lr_sum)
-                            .add("tokens", s.tokens)
-                            .add("progress_step", s.step)
-                            .add("batch", batches)
-                            .add("next_batch", next_batch)
-                            .add("batch_demand", demand)
-                            .add("inter_dc_bytes", s.dc_bytes * topo_.num_dcs)
-                            .add("link_s", s.link_s)
-                            .add("delta_norm", std::sqrt(s.avg_delta_sq))
-                            .add("mean_delta_norm", s.mean_delta_norm)
-                            .add("rho", s.rho)
-                            .add("q", s.q())
-                            .add("round_s", s.round_s)
-                            .add("outer_lr", outer_->optimizer().last_lr())
-                            .add("outer_momentum", outer_->optimizer().last_momentum())
-                            .add("next_H", H_)
-                            .add("sim_time_s", sim_seconds())
-                            .add("elapsed_s", wall_.seconds()));
-}
-
-void Trainer::log_eval(double eval_loss) {
-  if (options_.print_progress) {
-    log::info("eval at step {}: loss {:.4f} | perplexity {:.3f}", step_, eval_loss,
-              std::exp(eval_loss));
-  }
-  if (!run_dir_) return;
-  run_dir_->append_metrics(JsonObject()
-                               .add("step", step_)
-                               .add("eval_loss", eval_loss)
-                               .add("eval_ppl", std::exp(eval_loss))
-                               .add("rounds", rounds_)
-                               .add("inter_dc_bytes", inter_dc_bytes())
-                               .add("sim_time_s", sim_seconds())
-                               .add("elapsed_s", wall_.seconds()));
-}
-
-unsigned Trainer::checkpoint_flags() {
-  unsigned flags = stop_signal_received() != 0 ? StopAgreement::kStop : 0u;
-  // The agreement lands one step later: ask one step early to stop exactly at stop_at_step.
-  if (options_.stop_at_step >= 0 && step_ + 1 >= options_.stop_at_step) {
-    flags |= StopAgreement::kStop;
-  }
-  // Rank 0's clock decides when a timed checkpoint is due; asking once until it is written
-  // keeps the one-step-late agreement from saving twice.
-  const double minutes = config_.ckpt.every_minutes;
-  if (topo_.world_rank == 0 && minutes > 0 && !timed_checkpoint_asked_ &&
-      since_checkpoint_.seconds() >= 60.0 * minutes) {
-    flags |= StopAgreement::kCheckpoint;
-    timed_checkpoint_asked_ = true;
-  }
-  return flags;
+  return compute_seconds() + exposed_link_seconds();
 }
 
 TrainSummary Trainer::train() {
@@ -582,6 +469,8 @@ TrainSummary Trainer::train() {
     }
   }
   stop_.drain();
+  // A run stopped mid-flight (without a checkpoint) still completes its messages on every rank.
+  if (sync_) sync_->settle();
   if (options_.write_run_directory && !s.stopped_by_signal && config_.ckpt.at_end &&
       last_checkpoint_step_ != step_) {
     save_checkpoint("end");
@@ -595,57 +484,15 @@ TrainSummary Trainer::train() {
   s.inter_dc_bytes = inter_dc_bytes();
   s.wall_s = wall_.seconds();
   s.link_s = wan_->link_seconds();
+  s.exposed_link_s = exposed_link_seconds();
+  s.sync_wait_s = sync_ ? sync_->clock().wait_s : wan_->wall_seconds();
   const double compute_s = compute_seconds();  // read once: utilisation must not exceed 1
-  s.sim_time_s = compute_s + s.link_s;
+  s.sim_time_s = compute_s + s.exposed_link_s;
   s.compute_utilisation = s.sim_time_s > 0 ? compute_s / s.sim_time_s : 1.0;
+  s.compute_utilisation_wall = s.wall_s > 0 ? std::min(1.0, compute_s / s.wall_s) : 1.0;
   s.h_per_round = h_per_round_;
   write_summary(s);
   return s;
-}
-
-void Trainer::write_summary(const TrainSummary& s) {
-  if (options_.print_progress) {
-    log::info(
-        "done: {} steps, {} tokens, {} rounds, {}B inter-dc, final eval loss {:.4f}, {} wall, "
-        "{} simulated ({:.1f}% compute){}",
-        s.steps, format_si(static_cast<double>(s.tokens)), s.rounds,
-        format_si(static_cast<double>(s.inter_dc_bytes)), s.final_eval_loss,
-        format_duration(s.wall_s), format_duration(s.sim_time_s), 100.0 * s.compute_utilisation,
-        s.stopped_by_signal ? " (stopped by signal)" : "");
-  }
-  if (!run_dir_) return;
-  const auto& wan = config_.wan;
-  run_dir_->write_summary(
-      JsonObject()
-          .add("steps", s.steps)
-          .add("tokens", s.tokens)
-          .add("rounds", s.rounds)
-          .add("inter_dc_bytes", s.inter_dc_bytes)
-          .add("final_train_loss", s.final_train_loss)
-          .add("final_eval_loss", s.final_eval_loss)
-          .add("wall_s", s.wall_s)
-          .add("link_s", s.link_s)
-          .add("sim_time_s", s.sim_time_s)
-          .add("compute_utilisation", s.compute_utilisation)
-          .add("method", config_.outer.method)
-          .add("controller", outer_method() ? controller_->name() : std::string("none"))
-          .add("correction", config_.outer.correction)
-          .add("h_per_round", s.h_per_round)
-          .add("batch_controller", instances_[0].batch->name())
-          .add("instances", static_cast<int64_t>(instances_.size()))
-          .add("final_batch", s.final_batch)
-          .add("stopped_by_signal", s.stopped_by_signal)
-          .add("world_size", int64_t{topo_.world_size})
-          .add("num_dcs", int64_t{topo_.num_dcs})
-          .add("ranks_per_dc", int64_t{topo_.ranks_per_dc})
-          .add("wan", JsonObject()
-                          .add("bandwidth_gbps", wan.bandwidth_gbps)
-                          .add("latency_ms", wan.latency_ms)
-                          .add("mode", wan.mode))
-          .add("parameters", parameter_count(model()))
-          .add("flops_per_token", flops_per_token(config_.model))
-          .add("tokens_per_s", static_cast<double>(s.tokens) / s.wall_s));
-  log::info("results: {}/summary.json, {}/metrics.jsonl", run_dir_->path(), run_dir_->path());
 }
 
 }  // namespace autoloco

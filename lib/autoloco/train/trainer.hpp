@@ -34,6 +34,7 @@
 #include "autoloco/train/instance_streams.hpp"
 #include "autoloco/train/model_instance.hpp"
 #include "autoloco/train/outer_sync.hpp"
+#include "autoloco/train/sync_pipeline.hpp"
 #include "autoloco/util/timer.hpp"
 
 namespace autoloco {
@@ -66,9 +67,12 @@ struct TrainSummary {
   double final_train_loss = NAN;
   double final_eval_loss = NAN;
   double wall_s = 0.0;
-  double link_s = 0.0;      // simulated inter-dc link time
-  double sim_time_s = 0.0;  // compute time + link time
-  double compute_utilisation = 1.0;
+  double link_s = 0.0;                    // simulated inter-dc link time
+  double exposed_link_s = 0.0;            // the part of it that no compute overlapped
+  double sync_wait_s = 0.0;               // real seconds the main thread waited on inter-dc syncs
+  double sim_time_s = 0.0;                // compute time + exposed link time
+  double compute_utilisation = 1.0;       // compute / simulated time
+  double compute_utilisation_wall = 1.0;  // compute / wall-clock time
   std::vector<int64_t> h_per_round;
   std::vector<int64_t> final_batch;  // per dc: sequences per inner step of the last round run
   bool stopped_by_signal = false;
@@ -96,7 +100,9 @@ class Trainer {
   StepResult train_step();
 
   // Mean validation loss over run.eval_batches batches, spread over the world's ranks. With an
-  // outer method call it at a round's end, when every replica equals the anchor.
+  // outer method it measures the anchor: call it when a round's outer step has landed (with a
+  // blocking sync every replica then equals the anchor; an overlapped one lends the anchor to
+  // the model for the evaluation).
   double evaluate();
 
   const Topology& topology() const { return topo_; }
@@ -111,7 +117,9 @@ class Trainer {
   // The anchor (outer methods; undefined for ddp).
   torch::Tensor anchor() const;
   // The outer optimizer (outer methods), e.g. for the momentum and lr its last step used.
-  const OuterOptimizer& outer_optimizer() const { return outer_->optimizer(); }
+  const OuterOptimizer& outer_optimizer() const { return sync_->outer().optimizer(); }
+  // An overlapped round's sync has started and its outer step has not landed yet.
+  bool sync_in_flight() const { return sync_ && sync_->in_flight(); }
   const WanLink& wan() const { return *wan_; }
   // Tokens of one inner step of the current round, all ranks (dcs may run different batches).
   int64_t tokens_per_step() const;
@@ -173,15 +181,21 @@ class Trainer {
   void keep_instances(const std::vector<int64_t>& active, const std::string& file);
 
   void log_start() const;
-  RoundStats end_round();
+  // The round ends with this step: its sync starts (and, blocking, lands).
+  void end_round(StepResult& r);
+  // What this dc brings to the round's message; decides the dc's next batches.
+  RoundInput round_input();
+  // A round's statistics arrived (its outer step has landed): counters, the next H, the log.
+  void on_round(const RoundStats& s, StepResult& r);
   // interval.check_consistency: one all-gather; throws CommError naming two ranks that differ.
   void check_round_consistency(const RoundStats& s);
   double world_mean(double value);
   double lr_scale(const ModelInstance& inst) const;  // batch.lr_scaling for its batch
   std::vector<int64_t> dc_batch_sequences() const;   // per dc, sequences per inner step
   int64_t inter_dc_bytes() const;
-  double compute_seconds() const;  // wall time outside inter-dc all-reduces
-  double sim_seconds() const;      // compute time + simulated link time
+  double compute_seconds() const;  // wall time outside the main thread's waits on the link
+  double sim_seconds() const;      // compute time + exposed simulated link time
+  double exposed_link_seconds() const;
   void log_step(const StepResult& r, double interval_loss, double interval_s);
   // `batches`: each dc's sequences per step in the round just ended.
   void log_round(const RoundStats& s, const std::vector<int64_t>& batches);
@@ -204,7 +218,9 @@ class Trainer {
   std::vector<ModelInstance> instances_;  // instance 0 first; merged ones are removed
   InstanceStreams streams_;  // one CUDA stream per instance (several instances on a GPU)
   std::unique_ptr<GradientSync> grad_sync_;
-  std::unique_ptr<OuterSync> outer_;
+  std::unique_ptr<SyncPipeline> sync_;
+  // The instances to merge when the round that chose them lands (a merge is due then).
+  std::optional<std::pair<size_t, size_t>> pending_merge_;
   std::unique_ptr<IntervalController> controller_;
   std::vector<int64_t> dc_batches_;          // per dc, sequences per rank this round
   std::vector<int64_t> last_round_batches_;  // per dc, sequences per step of the last round

@@ -23,6 +23,7 @@
 #include "autoloco/train/trainer.hpp"
 #include "autoloco/util/error.hpp"
 #include "autoloco/util/log.hpp"
+#include "autoloco/util/signals.hpp"
 
 namespace autoloco {
 namespace fs = std::filesystem;
@@ -114,6 +115,52 @@ std::string checkpoint_path(const std::string& request) {
   return (p.filename().empty() ? p.parent_path() : p).string();
 }
 
+// An overlapped sync that has not landed (sync_pipeline.hpp): its all-reduced sum and scalars
+// are the same on every rank (the global file); when it was handed over is the rank's own.
+void write_pending_global(H5Writer& w, SyncPipeline& sync) {
+  const std::optional<PendingSync> p = sync.settle();
+  w.write("sync/pending", int64_t{p ? 1 : 0});
+  if (!p) return;
+  w.write("sync/pending_due_step", p->due_step);
+  w.write("sync/pending_round", std::vector<int64_t>{p->round.in.round, p->round.in.step,
+                                                     p->round.in.H, p->round.dc_bytes});
+  w.write("sync/pending_scalars", p->round.scalars);
+  w.write("sync/pending_link_s", p->round.link_s);
+  write_tensor(w, "sync/pending_sum", sync.outer().staging());
+}
+
+void write_sync_rank(H5Writer& w, SyncPipeline& sync) {
+  const std::optional<PendingSync> p = sync.settle();
+  const SyncClock c = sync.clock();
+  w.write("sync/wait_s", c.wait_s);
+  w.write("sync/exposed_link_s", c.exposed_link_s);
+  if (p) w.write("sync/pending_handed_at", p->handed_at);
+}
+
+void read_sync(const H5Reader& g, const H5Reader& k, SyncPipeline& sync, const WanCounters& wan) {
+  // Checkpoints from before the overlap: every second of the link was exposed and waited for.
+  sync.restore_clock(k.has("sync/wait_s") ? SyncClock{k.read_double("sync/wait_s"),
+                                                      k.read_double("sync/exposed_link_s")}
+                                          : SyncClock{wan.wall_s, wan.link_s});
+  if (!g.has("sync/pending") || g.read_int("sync/pending") == 0) return;
+  PendingSync p;
+  p.due_step = g.read_int("sync/pending_due_step");
+  const std::vector<int64_t> round = g.read_i64("sync/pending_round");
+  if (round.size() != 4) {
+    throw CheckpointError(
+        fmt::format("'{}': sync/pending_round has {} values, not 4", g.path(), round.size()));
+  }
+  p.round.in.round = round[0];
+  p.round.in.step = round[1];
+  p.round.in.H = round[2];
+  p.round.dc_bytes = round[3];
+  p.round.scalars = g.read_f64("sync/pending_scalars");
+  p.round.link_s = g.read_double("sync/pending_link_s");
+  read_tensor(g, "sync/pending_sum", sync.outer().staging());
+  p.handed_at = k.has("sync/pending_handed_at") ? k.read_double("sync/pending_handed_at") : 0.0;
+  sync.restore(p);
+}
+
 }  // namespace
 
 void Trainer::keep_instances(const std::vector<int64_t>& active, const std::string& file) {
@@ -164,11 +211,12 @@ ManifestFile Trainer::write_global_file(const std::string& dir, const std::strin
   w.write("loop/final_eval_loss", loop_.final_eval_loss);
   w.write("run/metrics_bytes", run_dir_ ? run_dir_->metrics_bytes() : int64_t{0});
   w.write("run/syncs_bytes", run_dir_ ? run_dir_->syncs_bytes() : int64_t{0});
-  if (outer_) {
-    write_tensor(w, "outer/anchor", outer_->anchor());
-    for (const auto& [name, tensor] : outer_->optimizer().state()) {
+  if (sync_) {
+    write_tensor(w, "outer/anchor", anchor());
+    for (const auto& [name, tensor] : sync_->outer().optimizer().state()) {
       if (tensor.defined()) write_tensor(w, "outer/" + name, tensor);
     }
+    write_pending_global(w, *sync_);
     w.write("controller/name", controller_->name());
     w.write("controller/state", controller_->state());
   }
@@ -221,7 +269,25 @@ ManifestFile Trainer::write_rank_file(const std::string& dir) {
   w.write("wan/messages", c.messages);
   w.write("wan/link_s", c.link_s);
   w.write("wan/wall_s", c.wall_s);
+  if (sync_) write_sync_rank(w, *sync_);
   return finish(w, name);
+}
+
+unsigned Trainer::checkpoint_flags() {
+  unsigned flags = stop_signal_received() != 0 ? StopAgreement::kStop : 0u;
+  // The agreement lands one step later: ask one step early to stop exactly at stop_at_step.
+  if (options_.stop_at_step >= 0 && step_ + 1 >= options_.stop_at_step) {
+    flags |= StopAgreement::kStop;
+  }
+  // Rank 0's clock decides when a timed checkpoint is due; asking once until it is written
+  // keeps the one-step-late agreement from saving twice.
+  const double minutes = config_.ckpt.every_minutes;
+  if (topo_.world_rank == 0 && minutes > 0 && !timed_checkpoint_asked_ &&
+      since_checkpoint_.seconds() >= 60.0 * minutes) {
+    flags |= StopAgreement::kCheckpoint;
+    timed_checkpoint_asked_ = true;
+  }
+  return flags;
 }
 
 std::string Trainer::save_checkpoint(const std::string& reason) {
@@ -411,16 +477,16 @@ Trainer::Resumed Trainer::load_checkpoint(const std::string& path) {
     loop_.final_eval_loss = g.read_double("loop/final_eval_loss");
     r.metrics_bytes = g.read_int("run/metrics_bytes");
     r.syncs_bytes = g.read_int("run/syncs_bytes");
-    if (outer_) {
-      read_tensor(g, "outer/anchor", outer_->anchor());
-      for (const auto& [name, tensor] : outer_->optimizer().state()) {
+    if (sync_) {
+      read_tensor(g, "outer/anchor", sync_->outer().anchor());
+      for (const auto& [name, tensor] : sync_->outer().optimizer().state()) {
         const std::string key = "outer/" + name;
         torch::Tensor value;
         if (g.has(key)) {
-          value = torch::empty_like(outer_->anchor());
+          value = torch::empty_like(anchor());
           read_tensor(g, key, value);
         }
-        outer_->optimizer().load_state(name, value);
+        sync_->outer().optimizer().load_state(name, value);
       }
       controller_->load_state(g.read_f64("controller/state"));
     }
@@ -472,6 +538,10 @@ Trainer::Resumed Trainer::load_checkpoint(const std::string& path) {
     resumed_wall_s_ = k.read_double("clock/wall_s");
     wan_->restore(WanCounters{k.read_int("wan/dc_bytes"), k.read_int("wan/messages"),
                               k.read_double("wan/link_s"), k.read_double("wan/wall_s")});
+    if (sync_) {
+      const H5Reader g(path + "/" + kGlobalFile, &manifest_entry(m, path, kGlobalFile).datasets);
+      read_sync(g, k, *sync_, wan_->counters());
+    }
   }
   return r;
 }

@@ -1,0 +1,99 @@
+// autoloco-bench --overlap: what the communication thread costs the inner steps while it waits
+// on the link. In one process (one dc), the Trainer's inner steps run alone, then while a
+// communication thread waits patiently (tests and sleeps, as an overlapped sync's does) on a
+// message that arrives only after the timed steps, then while a thread waits in a plain
+// MPI_Wait (Open MPI's progress loop: what a busy-polling design would cost). Alternated R
+// times; best tokens/s of each and the ratios to running alone.
+#include <mpi.h>
+#include <torch/torch.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "autoloco/comm/comm_thread.hpp"
+#include "autoloco/comm/patient_wait.hpp"
+#include "autoloco/train/trainer.hpp"
+#include "autoloco/util/json.hpp"
+#include "autoloco/util/mpi_check.hpp"
+#include "autoloco/util/timer.hpp"
+#include "bench.hpp"
+
+namespace autoloco::bench {
+namespace {
+
+double time_steps(Trainer& trainer, int64_t steps) {
+  Timer t;
+  for (int64_t i = 0; i < steps; ++i)
+    trainer.train_step();
+  return t.seconds();
+}
+
+// The steps' seconds while a communication thread waits (with `patient` as an overlapped sync
+// does, or spinning in MPI_Wait) for a message that is sent only after them.
+double time_with_waiting_thread(Trainer& trainer, int64_t steps, bool patient, MPI_Comm self) {
+  CommThread thread;
+  int incoming = 0;
+  thread.start([&] {
+    MPI_Request request = MPI_REQUEST_NULL;
+    AUTOLOCO_MPI(MPI_Irecv(&incoming, 1, MPI_INT, 0, 1, self, &request));
+    wait_all(&request, 1, WaitPolicy{patient, thread.cancel_flag()});
+  });
+  const double seconds = time_steps(trainer, steps);
+  int outgoing = 1;
+  AUTOLOCO_MPI(MPI_Send(&outgoing, 1, MPI_INT, 0, 1, self));
+  thread.wait();
+  return seconds;
+}
+
+}  // namespace
+
+int overlap(const Args& args) {
+  const std::string dir = (std::filesystem::temp_directory_path() /
+                           ("autoloco-bench-overlap-" + std::to_string(::getpid())))
+                              .string();
+  std::vector<std::string> overrides = args.overrides;
+  const Config probe = args.config_path.empty() ? parse_config("", overrides)
+                                                : load_config(args.config_path, overrides);
+  const std::string shard = write_synthetic_shard(dir, probe.model.vocab_size);
+  overrides.push_back("data.train=" + shard);
+  overrides.push_back("data.val=" + shard);
+  overrides.push_back("topology.ranks_per_dc=1");
+  overrides.push_back("run.steps=1000000");
+  const Config c = args.config_path.empty() ? parse_config("", overrides)
+                                            : load_config(args.config_path, overrides);
+  Trainer trainer(c, MPI_COMM_SELF, {false, false});
+  MPI_Comm self = MPI_COMM_NULL;
+  AUTOLOCO_MPI(MPI_Comm_dup(MPI_COMM_SELF, &self));
+  time_steps(trainer, args.warmup);
+
+  double alone = 1e300, patient = 1e300, spinning = 1e300;
+  for (int64_t r = 0; r < args.repeats; ++r) {
+    alone = std::min(alone, time_steps(trainer, args.steps));
+    patient = std::min(patient, time_with_waiting_thread(trainer, args.steps, true, self));
+    spinning = std::min(spinning, time_with_waiting_thread(trainer, args.steps, false, self));
+  }
+  MPI_Comm_free(&self);
+  const double tokens = static_cast<double>(args.steps * trainer.tokens_per_step());
+  JsonObject out;
+  out.add("benchmark", "overlap")
+      .add("libtorch", TORCH_VERSION)
+      .add("model", model_json(c.model, parameter_count(trainer.model())))
+      .add("batch_size", c.data.batch_size)
+      .add("threads", int64_t{torch::get_num_threads()})
+      .add("steps", args.steps)
+      .add("repeats", args.repeats)
+      .add("alone_tokens_per_s", tokens / alone)
+      .add("patient_thread_tokens_per_s", tokens / patient)
+      .add("spinning_thread_tokens_per_s", tokens / spinning)
+      .add("patient_ratio", alone / patient)
+      .add("spinning_ratio", alone / spinning);
+  std::printf("%s\n", out.str().c_str());
+  std::filesystem::remove_all(dir);
+  return 0;
+}
+
+}  // namespace autoloco::bench

@@ -1,0 +1,27 @@
+// Waiting for MPI requests without holding a core. Open MPI's blocking calls spin in its
+// progress loop; on the communication thread that spin would take the core that the inner
+// steps run on while the slow link works. A patient wait tests the requests and sleeps between
+// tests, backing off from 20 µs to 1 ms, so it costs one short wake-up per millisecond at most
+// and adds at most a millisecond to each message. A set cancel flag ends the wait with a
+// CommError (the job is being torn down; the requests are abandoned).
+#pragma once
+
+#include <mpi.h>
+
+#include <atomic>
+
+namespace autoloco {
+
+// A wait for a set of requests: patient (tests and sleeps, honours `cancel`) or, with
+// `patient` false, MPI_Waitall.
+struct WaitPolicy {
+  bool patient = false;
+  const std::atomic<bool>* cancel = nullptr;
+};
+
+void wait_all(MPI_Request* requests, int count, const WaitPolicy& policy);
+
+// Sleeps `seconds` in slices of at most 10 ms, throwing CommError when `cancel` is set.
+void sleep_cancellable(double seconds, const std::atomic<bool>* cancel);
+
+}  // namespace autoloco

@@ -1,0 +1,30 @@
+#include "autoloco/train/blocking_sync.hpp"
+
+#include "autoloco/util/error.hpp"
+
+namespace autoloco {
+
+BlockingSync::BlockingSync(const Config& config, FlatParams& params, MpiCommunicator& intra,
+                           WanLink& link, torch::Device state_device)
+    : link_(link),
+      reducer_(intra, link),
+      outer_(config.outer, config.interval.H, params, reducer_, link, state_device) {}
+
+std::optional<RoundStats> BlockingSync::end_round(FlatParams& params, const RoundInput& in,
+                                                  int64_t) {
+  const RoundStats s = outer_.sync(params, in);
+  exposed_s_ += s.link_s;
+  return s;
+}
+
+void BlockingSync::restore(const PendingSync&) {
+  throw CheckpointError(
+      "this checkpoint holds an overlapped sync in flight, which needs outer.overlap_steps > 0 "
+      "as when it was written");
+}
+
+std::string BlockingSync::describe() const {
+  return "sync: blocking (every rank waits for the inter-dc all-reduce)";
+}
+
+}  // namespace autoloco

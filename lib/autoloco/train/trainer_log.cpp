@@ -1,0 +1,193 @@
+// The Trainer's reports: the start log, the metrics and syncs lines, evaluations and the
+// summary (docs/run-directory.md lists every field).
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "autoloco/metrics/progress.hpp"
+#include "autoloco/optim/adamw.hpp"
+#include "autoloco/train/trainer.hpp"
+#include "autoloco/util/log.hpp"
+
+namespace autoloco {
+
+void Trainer::log_start() const {
+  if (!options_.print_progress) return;
+  const auto& m = config_.model;
+  log::info("autoloco {} | LibTorch {} | {} ranks = {} dc x {} members | device {} | {} threads",
+            AUTOLOCO_VERSION, TORCH_VERSION, topo_.world_size, topo_.num_dcs, topo_.ranks_per_dc,
+            device_.str(), torch::get_num_threads());
+  log::info("{}", describe_layout(topo_, world_));
+  log::info(
+      "model: {} layers, {} heads, d_model {}, seq_len {}, vocab {} | {} params | {} "
+      "FLOPs/token",
+      m.n_layer, m.n_head, m.d_model, m.seq_len, m.vocab_size,
+      format_si(static_cast<double>(parameter_count(instances_[0].model))),
+      format_si(flops_per_token(m)));
+  log::info("data: {} train tokens in {} shards, {} val tokens | {} tokens/step",
+            format_si(static_cast<double>(train_data_->num_tokens())), train_data_->num_shards(),
+            format_si(static_cast<double>(val_data_->num_tokens())), tokens_per_step());
+  const auto& o = config_.outer;
+  const size_t shard_bytes =
+      HierarchicalAllreduce::shard_size(static_cast<size_t>(instances_[0].params->numel()),
+                                        topo_.ranks_per_dc) *
+      (o.wire_dtype == "bf16" ? 2 : 4);
+  if (outer_method()) {
+    log::info("method {}: outer lr {} momentum {}{}{}, wire {}, state on {} | intra-dc {}",
+              o.method, o.method == "local_sgd" ? 1.0 : o.lr,
+              o.method == "local_sgd" ? 0.0 : o.momentum,
+              o.momentum_schedule.empty() ? "" : " (scheduled)",
+              o.correction == "none" ? "" : fmt::format(", correction {}", o.correction),
+              o.wire_dtype, anchor().device().str(), grad_comm_->backend());
+    log::info("interval {}", controller_->describe());
+    log::info("{}", sync_->describe());
+  } else {
+    log::info("method ddp: gradients all-reduced over the world every step, wire {} | intra-dc {}",
+              o.wire_dtype, grad_comm_->backend());
+  }
+  const auto* adamw = dynamic_cast<const FlatAdamW*>(instances_[0].optimizer.get());
+  log::info("precision {} | tf32 {} | inner {}{}",
+            bf16_ ? "bf16 autocast over fp32 weights" : "fp32",
+            device_.is_cuda() && config_.run.tf32 ? "on" : "off", config_.inner.optimizer,
+            adamw ? (adamw->options().fused ? " (fused kernel)" : " (flat kernel)") : "");
+  log::info("batch {}{}", instances_[0].batch->describe(),
+            instances_.size() > 1 ? fmt::format(" | {} instances per rank, merging every {} rounds",
+                                                instances_.size(), config_.batch.merge_every)
+                                  : "");
+  if (topo_.num_dcs > 1) {
+    log::info("inter-dc link: {} Gbit/s, {} ms ({}): {}B per dc per sync, {:.3f} s per sync",
+              config_.wan.bandwidth_gbps, config_.wan.latency_ms, config_.wan.mode,
+              format_si(static_cast<double>(shard_bytes * static_cast<size_t>(topo_.ranks_per_dc))),
+              wan_->model().seconds(shard_bytes));
+  }
+}
+
+void Trainer::log_step(const StepResult& r, double interval_loss, double interval_s) {
+  const double tokens_per_s =
+      static_cast<double>(tokens_ - loop_.tokens_at_log) / std::max(interval_s, 1e-9);
+  loop_.tokens_at_log = tokens_;
+  if (options_.print_progress) {
+    ProgressState p{progress_step(), config_.run.steps, interval_loss, r.lr,
+                    tokens_per_s,    wall_.seconds()};
+    p.dcs = topo_.num_dcs;
+    p.rounds = rounds_;
+    p.inter_dc_bytes = inter_dc_bytes();
+    log::info("{}", format_progress(p));
+  }
+  if (!run_dir_) return;
+  run_dir_->append_metrics(JsonObject()
+                               .add("step", step_)
+                               .add("loss", interval_loss)
+                               .add("lr", r.lr)
+                               .add("grad_norm", r.grad_norm)
+                               .add("tokens", tokens_)
+                               .add("batch", dc_batch_sequences())
+                               .add("tokens_per_s", tokens_per_s)
+                               .add("rounds", rounds_)
+                               .add("inter_dc_bytes", inter_dc_bytes())
+                               .add("sim_time_s", sim_seconds())
+                               .add("elapsed_s", wall_.seconds()));
+}
+
+void Trainer::log_round(const RoundStats& s, const std::vector<int64_t>& batches) {
+  if (!run_dir_) return;
+  std::vector<int64_t> next_batch;
+  std::vector<double> demand;
+  for (size_t d = 0; d < s.next_batch.size(); ++d) {
+    next_batch.push_back(std::llround(s.next_batch[d]) * topo_.ranks_per_dc);
+    demand.push_back(s.demand[d] * static_cast<double>(topo_.ranks_per_dc));
+  }
+  run_dir_->append_sync(JsonObject()
+                            .add("round", s.round)
+                            // An overlapped round lands round_steps_ steps after it ended.
+                            .add("step", step_ - round_steps_)
+                            .add("H", s.H)
+                            .add("loss", s.loss)
+                            .add("lr_sum", s.lr_sum)
+                            .add("tokens", s.tokens)
+                            .add("progress_step", s.step)
+                            .add("batch", batches)
+                            .add("next_batch", next_batch)
+                            .add("batch_demand", demand)
+                            .add("inter_dc_bytes", s.dc_bytes * topo_.num_dcs)
+                            .add("link_s", s.link_s)
+                            .add("delta_norm", std::sqrt(s.avg_delta_sq))
+                            .add("mean_delta_norm", s.mean_delta_norm)
+                            .add("rho", s.rho)
+                            .add("q", s.q())
+                            .add("round_s", s.round_s)
+                            .add("outer_lr", sync_->outer().optimizer().last_lr())
+                            .add("outer_momentum", sync_->outer().optimizer().last_momentum())
+                            .add("next_H", H_)
+                            .add("landed_step", step_)
+                            .add("sim_time_s", sim_seconds())
+                            .add("elapsed_s", wall_.seconds()));
+}
+
+void Trainer::log_eval(double eval_loss) {
+  if (options_.print_progress) {
+    log::info("eval at step {}: loss {:.4f} | perplexity {:.3f}", step_, eval_loss,
+              std::exp(eval_loss));
+  }
+  if (!run_dir_) return;
+  run_dir_->append_metrics(JsonObject()
+                               .add("step", step_)
+                               .add("eval_loss", eval_loss)
+                               .add("eval_ppl", std::exp(eval_loss))
+                               .add("rounds", rounds_)
+                               .add("inter_dc_bytes", inter_dc_bytes())
+                               .add("sim_time_s", sim_seconds())
+                               .add("elapsed_s", wall_.seconds()));
+}
+
+void Trainer::write_summary(const TrainSummary& s) {
+  if (options_.print_progress) {
+    log::info(
+        "done: {} steps, {} tokens, {} rounds, {}B inter-dc, final eval loss {:.4f}, {} wall, "
+        "{} simulated ({:.1f}% compute){}",
+        s.steps, format_si(static_cast<double>(s.tokens)), s.rounds,
+        format_si(static_cast<double>(s.inter_dc_bytes)), s.final_eval_loss,
+        format_duration(s.wall_s), format_duration(s.sim_time_s), 100.0 * s.compute_utilisation,
+        s.stopped_by_signal ? " (stopped by signal)" : "");
+  }
+  if (!run_dir_) return;
+  const auto& wan = config_.wan;
+  run_dir_->write_summary(
+      JsonObject()
+          .add("steps", s.steps)
+          .add("tokens", s.tokens)
+          .add("rounds", s.rounds)
+          .add("inter_dc_bytes", s.inter_dc_bytes)
+          .add("final_train_loss", s.final_train_loss)
+          .add("final_eval_loss", s.final_eval_loss)
+          .add("wall_s", s.wall_s)
+          .add("link_s", s.link_s)
+          .add("exposed_link_s", s.exposed_link_s)
+          .add("sync_wait_s", s.sync_wait_s)
+          .add("sim_time_s", s.sim_time_s)
+          .add("compute_utilisation", s.compute_utilisation)
+          .add("compute_utilisation_wall", s.compute_utilisation_wall)
+          .add("overlap_steps", config_.outer.overlap_steps)
+          .add("overlap_alpha", config_.outer.overlap_alpha)
+          .add("method", config_.outer.method)
+          .add("controller", outer_method() ? controller_->name() : std::string("none"))
+          .add("correction", config_.outer.correction)
+          .add("h_per_round", s.h_per_round)
+          .add("batch_controller", instances_[0].batch->name())
+          .add("instances", static_cast<int64_t>(instances_.size()))
+          .add("final_batch", s.final_batch)
+          .add("stopped_by_signal", s.stopped_by_signal)
+          .add("world_size", int64_t{topo_.world_size})
+          .add("num_dcs", int64_t{topo_.num_dcs})
+          .add("ranks_per_dc", int64_t{topo_.ranks_per_dc})
+          .add("wan", JsonObject()
+                          .add("bandwidth_gbps", wan.bandwidth_gbps)
+                          .add("latency_ms", wan.latency_ms)
+                          .add("mode", wan.mode))
+          .add("parameters", parameter_count(model()))
+          .add("flops_per_token", flops_per_token(config_.model))
+          .add("tokens_per_s", static_cast<double>(s.tokens) / s.wall_s));
+  log::info("results: {}/summary.json, {}/metrics.jsonl", run_dir_->path(), run_dir_->path());
+}
+
+}  // namespace autoloco

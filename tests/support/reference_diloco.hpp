@@ -1,0 +1,121 @@
+// DiLoCo written out in one process, as the mpi suites check the trainer against it: 2 dcs x 2
+// members, the same streams, the same initial parameters, the trainer's inner steps, and the
+// outer Nesterov step of ALGORITHMS.md. With tau > 0 it is Streaming DiLoCo's overlap
+// (ALGORITHMS.md §4, one fragment): a round's averaged Δ lands tau inner steps after the round's
+// end, moves the anchor, and the replicas become alpha replica + (1 - alpha) anchor; the run's
+// last round lands at once.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "autoloco/config/config.hpp"
+#include "autoloco/data/dataset.hpp"
+#include "autoloco/data/stream.hpp"
+#include "autoloco/model/gpt.hpp"
+#include "autoloco/optim/adamw.hpp"
+#include "autoloco/optim/flat_params.hpp"
+#include "autoloco/optim/lr_schedule.hpp"
+
+namespace autoloco::test {
+
+struct ReferenceDc {
+  GPT model{nullptr};
+  std::unique_ptr<FlatParams> params;
+  std::unique_ptr<FlatAdamW> adamw;
+  std::vector<std::unique_ptr<BatchStream>> members;
+};
+
+struct ReferenceResult {
+  torch::Tensor anchor;
+  std::vector<torch::Tensor> replicas;  // per dc
+  int64_t rounds = 0;
+};
+
+// One inner step of a dc: the members' mean gradient, clipping, AdamW.
+inline void reference_inner_step(ReferenceDc& dc, const Config& config, int64_t step) {
+  torch::Tensor sum = torch::zeros_like(dc.params->grads());
+  for (auto& stream : dc.members) {
+    dc.params->zero_grad();
+    Batch b = stream->next();
+    (lm_loss(dc.model->forward(b.inputs), b.targets) / 1.0).backward();
+    sum += dc.params->grads();
+  }
+  {
+    torch::NoGradGuard no_grad;
+    dc.params->grads().copy_(sum / 2.0);
+  }
+  clip_grad_norm(*dc.params, config.inner.grad_clip);
+  dc.adamw->step(inner_lr(config.inner, step, config.run.steps));
+}
+
+inline ReferenceResult reference_diloco(const Config& config, int64_t steps, int64_t tau = 0,
+                                        double alpha = 0.0) {
+  const TokenDataset data(config.data.train, config.model.vocab_size, "data.train");
+  torch::manual_seed(static_cast<uint64_t>(config.run.seed));
+  GPT init(config.model);
+  FlatParams init_params(*init);
+  ReferenceResult out;
+  torch::Tensor& anchor = out.anchor;
+  anchor = init_params.values().detach().clone();
+  torch::Tensor momentum = torch::zeros_like(anchor);
+  std::vector<ReferenceDc> dcs(2);
+  for (int d = 0; d < 2; ++d) {
+    dcs[d].model = GPT(config.model);
+    dcs[d].params = std::make_unique<FlatParams>(*dcs[d].model);
+    {
+      torch::NoGradGuard no_grad;
+      dcs[d].params->values().copy_(anchor);
+    }
+    const auto& in = config.inner;
+    dcs[d].adamw = std::make_unique<FlatAdamW>(
+        *dcs[d].params, AdamWOptions{in.betas[0], in.betas[1], in.eps, in.weight_decay});
+    for (int m = 0; m < 2; ++m) {
+      dcs[d].members.push_back(std::make_unique<BatchStream>(
+          data, config.model.seq_len, config.data.batch_size,
+          static_cast<uint64_t>(config.run.seed), d, m, std::vector<size_t>{}));
+    }
+  }
+  torch::NoGradGuard no_grad;
+  std::optional<torch::Tensor> in_flight;
+  int64_t due = 0;
+  const auto land = [&] {
+    const torch::Tensor mean_delta = *in_flight;
+    in_flight.reset();
+    const double mu = config.outer.momentum;
+    momentum = mu * momentum + mean_delta;
+    anchor = anchor - config.outer.lr * (mean_delta + mu * momentum);
+    for (ReferenceDc& dc : dcs) {
+      torch::Tensor& replica = dc.params->values();
+      if (alpha == 0.0) {
+        replica.copy_(anchor);
+      } else {
+        replica.mul_(alpha).add_(anchor, 1.0 - alpha);
+      }
+    }
+    ++out.rounds;
+  };
+  int64_t round_steps = 0;
+  for (int64_t step = 1; step <= steps; ++step) {
+    for (ReferenceDc& dc : dcs) {
+      torch::AutoGradMode grad(true);
+      reference_inner_step(dc, config, step - 1);
+    }
+    ++round_steps;
+    if (in_flight && step >= due) land();
+    if (round_steps < config.interval.H && step < steps) continue;
+    if (in_flight) land();
+    in_flight = ((anchor - dcs[0].params->values()) + (anchor - dcs[1].params->values())) / 2.0;
+    due = step + tau;
+    round_steps = 0;
+    if (tau == 0 || step == steps) land();
+  }
+  for (ReferenceDc& dc : dcs)
+    out.replicas.push_back(dc.params->values().clone());
+  return out;
+}
+
+}  // namespace autoloco::test
