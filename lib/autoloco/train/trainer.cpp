@@ -345,6 +345,7 @@ void Trainer::on_round(const RoundStats& s, StepResult& r) {
   for (size_t d = 0; d < dc_batches_.size(); ++d)
     dc_batches_[d] = std::llround(s.next_batch[d]);
   ++rounds_;
+  landed_dc_bytes_ += s.dc_bytes;
   if (pending_merge_) merge_two_instances(pending_merge_->first, pending_merge_->second);
   pending_merge_.reset();
   h_per_round_.push_back(s.H);
@@ -406,7 +407,7 @@ double Trainer::world_mean(double value) {
 }
 
 int64_t Trainer::inter_dc_bytes() const {
-  return wan_->dc_bytes() * topo_.num_dcs;
+  return (sync_ ? landed_dc_bytes_ : wan_->dc_bytes()) * topo_.num_dcs;
 }
 
 double Trainer::compute_seconds() const {

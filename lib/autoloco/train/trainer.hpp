@@ -192,7 +192,7 @@ class Trainer {
   double world_mean(double value);
   double lr_scale(const ModelInstance& inst) const;  // batch.lr_scaling for its batch
   std::vector<int64_t> dc_batch_sequences() const;   // per dc, sequences per inner step
-  int64_t inter_dc_bytes() const;
+  int64_t inter_dc_bytes() const;  // all dcs: of the landed rounds (outer methods), else sent
   double compute_seconds() const;  // wall time outside the main thread's waits on the link
   double sim_seconds() const;      // compute time + exposed simulated link time
   double exposed_link_seconds() const;
@@ -233,6 +233,9 @@ class Trainer {
   std::optional<RunDirectory> run_dir_;
   int64_t step_ = 0;
   int64_t rounds_ = 0;
+  // Bytes one dc sent for the rounds that landed (outer methods): what the logs report, the same
+  // whenever the communication thread happens to finish.
+  int64_t landed_dc_bytes_ = 0;
   int64_t H_ = 0;            // planned length of the current round
   int64_t round_steps_ = 0;  // steps done in the current round
   double round_loss_sum_ = 0.0;

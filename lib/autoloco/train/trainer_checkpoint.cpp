@@ -541,6 +541,9 @@ Trainer::Resumed Trainer::load_checkpoint(const std::string& path) {
     if (sync_) {
       const H5Reader g(path + "/" + kGlobalFile, &manifest_entry(m, path, kGlobalFile).datasets);
       read_sync(g, k, *sync_, wan_->counters());
+      // Everything the link carried landed, but a pending sync's bytes.
+      const std::optional<PendingSync> pending = sync_->settle();
+      landed_dc_bytes_ = wan_->dc_bytes() - (pending ? pending->round.dc_bytes : 0);
     }
   }
   return r;
