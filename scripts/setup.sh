@@ -10,7 +10,7 @@ preset=${1:-release}
 
 packages=(
   cmake ninja-build g++ pkg-config ccache   # ccache: rebuilds of unchanged files are instant
-  libtorch-dev libopenblas0-pthread          # Debian's LibTorch (CPU) + a real BLAS (~9x faster)
+  libtorch-dev libopenblas0-openmp           # Debian's LibTorch (CPU) + a real BLAS (~9x faster)
   libopenmpi-dev openmpi-bin                 # launch and communication
   libhdf5-dev zlib1g-dev libyaml-cpp-dev libfmt-dev catch2
   python3 python3-venv python3-numpy python3-matplotlib python3-h5py python3-yaml  # scripts
@@ -21,9 +21,10 @@ missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+sudo_cmd=()
+[[ $(id -u) -ne 0 ]] && command -v sudo >/dev/null && sudo_cmd=(sudo)
 if ((${#missing[@]})); then
   echo "setup: installing ${missing[*]}" >&2
-  sudo_cmd=()
   if [[ $(id -u) -ne 0 ]]; then
     command -v sudo >/dev/null || { echo "setup: need root or sudo to install: ${missing[*]}" >&2; exit 1; }
     sudo_cmd=(sudo)
@@ -33,7 +34,22 @@ if ((${#missing[@]})); then
   "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-# Debian's LibTorch calls whatever libblas.so.3 is: make sure it is OpenBLAS, not the reference.
+# Debian's LibTorch calls whatever libblas.so.3 (and libopenblas.so.0) is: make sure it is
+# OpenBLAS, not the reference, and its OpenMP build, which shares LibTorch's OpenMP thread pool.
+# The pthread build (preferred by Debian when both are installed) keeps a pool of its own whose
+# spinning fights LibTorch's: the trainer then keeps it to one thread (util/blas_threads.hpp), and
+# 2 intra-op threads gain less (docs/results.md, Threads). An alternative set by hand is left.
+for link in libblas.so.3 libopenblas.so.0; do
+  name=$link-x86_64-linux-gnu
+  query=$(update-alternatives --query "$name" 2>/dev/null || true)
+  value=$(awk '/^Value:/{print $2}' <<<"$query")
+  openmp=$(awk '/^Alternative:/{print $2}' <<<"$query" | grep '/openblas-openmp/' || true)
+  if grep -q '^Status: auto' <<<"$query" && [[ -n "$openmp" && "$value" != "$openmp" ]]; then
+    echo "setup: $link -> $openmp (OpenBLAS's OpenMP build; undo: update-alternatives --auto $name)" >&2
+    "${sudo_cmd[@]}" update-alternatives --quiet --set "$name" "$openmp" ||
+      echo "setup: warning: could not switch $link (needs root); see docs/results.md, Threads" >&2
+  fi
+done
 blas=$(update-alternatives --query libblas.so.3-x86_64-linux-gnu 2>/dev/null | awk '/^Value:/{print $2}')
 if [[ -n "$blas" && "$blas" != *openblas* ]]; then
   echo "setup: warning: libblas.so.3 points at $blas, not OpenBLAS; training will be slow" >&2

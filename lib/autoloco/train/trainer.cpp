@@ -137,7 +137,8 @@ void Trainer::set_threads() {
     threads = std::max(1, cores / host_ranks(world_).count);
   }
   torch::set_num_threads(threads);
-  set_blas_threads(threads);
+  // One thread pool does the work (blas_threads.hpp): BLAS's own pool beside LibTorch's spins.
+  set_blas_threads(blas_threads_beside(threads, blas_threading()));
 }
 
 int64_t Trainer::tokens_per_step() const {

@@ -7,6 +7,7 @@
 #include "autoloco/metrics/progress.hpp"
 #include "autoloco/optim/adamw.hpp"
 #include "autoloco/train/trainer.hpp"
+#include "autoloco/util/blas_threads.hpp"
 #include "autoloco/util/log.hpp"
 
 namespace autoloco {
@@ -14,9 +15,13 @@ namespace autoloco {
 void Trainer::log_start() const {
   if (!options_.print_progress) return;
   const auto& m = config_.model;
-  log::info("autoloco {} | LibTorch {} | {} ranks = {} dc x {} members | device {} | {} threads",
-            AUTOLOCO_VERSION, TORCH_VERSION, topo_.world_size, topo_.num_dcs, topo_.ranks_per_dc,
-            device_.str(), torch::get_num_threads());
+  const BlasThreading blas = blas_threading();
+  log::info(
+      "autoloco {} | LibTorch {} | {} ranks = {} dc x {} members | device {} | {} threads, BLAS "
+      "{} ({})",
+      AUTOLOCO_VERSION, TORCH_VERSION, topo_.world_size, topo_.num_dcs, topo_.ranks_per_dc,
+      device_.str(), torch::get_num_threads(), blas_threads_beside(torch::get_num_threads(), blas),
+      describe(blas));
   log::info("{}", describe_layout(topo_, world_));
   log::info(
       "model: {} layers, {} heads, d_model {}, seq_len {}, vocab {} | {} params | {} "
