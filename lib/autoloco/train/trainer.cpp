@@ -356,28 +356,6 @@ void Trainer::on_round(const RoundStats& s, StepResult& r) {
   r.round = s;
 }
 
-void Trainer::check_round_consistency(const RoundStats& s) {
-  const OuterOptimizer& outer = sync_->outer().optimizer();
-  const std::vector<double> mine = {static_cast<double>(H_), outer.last_lr(), outer.last_momentum(),
-                                    s.loss, s.rho};
-  std::vector<double> all(mine.size() * static_cast<size_t>(topo_.world_size));
-  world_comm_->allgather(mine.data(), all.data(), mine.size(), DType::f64);
-  for (int r = 0; r < topo_.world_size; ++r) {
-    const double* theirs = all.data() + static_cast<size_t>(r) * mine.size();
-    if (std::equal(mine.begin(), mine.end(), theirs,
-                   [](double a, double b) { return a == b || (std::isnan(a) && std::isnan(b)); })) {
-      continue;
-    }
-    throw CommError(fmt::format(
-        "interval.check_consistency: after round {} ranks disagree: rank {} chose H {} with outer "
-        "lr {} and momentum {} (loss {}, rho {}), rank {} chose H {} with outer lr {} and "
-        "momentum {} (loss {}, rho {}). The round's statistics must be identical on every rank: "
-        "report this with both ranks' logs",
-        s.round, topo_.world_rank, mine[0], mine[1], mine[2], mine[3], mine[4], r, theirs[0],
-        theirs[1], theirs[2], theirs[3], theirs[4]));
-  }
-}
-
 double Trainer::evaluate() {
   torch::NoGradGuard no_grad;
   GPT& model = instances_[0].model;  // every instance holds the anchor at a round's end
