@@ -35,6 +35,10 @@ struct Args {
 // returns its path.
 std::string write_synthetic_shard(const std::string& dir, int64_t vocab);
 
+// The config of a one-process benchmark (one dc of one rank): the command line's, training on
+// random tokens written into `dir` (with data.train and data.val set to that shard).
+Config single_process_config(const Args& args, const std::string& dir);
+
 // The "model" object of a benchmark's JSON: the config's sizes and the parameter count.
 JsonObject model_json(const ModelConfig& model, int64_t parameters);
 

@@ -56,16 +56,7 @@ int overlap(const Args& args) {
   const std::string dir = (std::filesystem::temp_directory_path() /
                            ("autoloco-bench-overlap-" + std::to_string(::getpid())))
                               .string();
-  std::vector<std::string> overrides = args.overrides;
-  const Config probe = args.config_path.empty() ? parse_config("", overrides)
-                                                : load_config(args.config_path, overrides);
-  const std::string shard = write_synthetic_shard(dir, probe.model.vocab_size);
-  overrides.push_back("data.train=" + shard);
-  overrides.push_back("data.val=" + shard);
-  overrides.push_back("topology.ranks_per_dc=1");
-  overrides.push_back("run.steps=1000000");
-  const Config c = args.config_path.empty() ? parse_config("", overrides)
-                                            : load_config(args.config_path, overrides);
+  const Config c = single_process_config(args, dir);
   Trainer trainer(c, MPI_COMM_SELF, {false, false});
   MPI_Comm self = MPI_COMM_NULL;
   AUTOLOCO_MPI(MPI_Comm_dup(MPI_COMM_SELF, &self));

@@ -121,23 +121,26 @@ std::string write_synthetic_shard(const std::string& dir, int64_t vocab) {
   return path;
 }
 
-int throughput(const Args& args) {
-  const std::string dir =
-      (std::filesystem::temp_directory_path() / ("autoloco-bench-" + std::to_string(::getpid())))
-          .string();
+Config single_process_config(const Args& args, const std::string& dir) {
   std::vector<std::string> overrides = args.overrides;
-  Config probe = args.config_path.empty() ? parse_config("", overrides)
-                                          : load_config(args.config_path, overrides);
+  const Config probe = args.config_path.empty() ? parse_config("", overrides)
+                                                : load_config(args.config_path, overrides);
   const std::string shard = write_synthetic_shard(dir, probe.model.vocab_size);
   overrides.push_back("data.train=" + shard);
   overrides.push_back("data.val=" + shard);
   overrides.push_back("topology.ranks_per_dc=1");
   overrides.push_back("run.steps=1000000");
-  const Config c = args.config_path.empty() ? parse_config("", overrides)
-                                            : load_config(args.config_path, overrides);
+  return args.config_path.empty() ? parse_config("", overrides)
+                                  : load_config(args.config_path, overrides);
+}
 
+int throughput(const Args& args) {
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / ("autoloco-bench-" + std::to_string(::getpid())))
+          .string();
+  const Config c = single_process_config(args, dir);
   Trainer trainer(c, MPI_COMM_SELF, {false, false});
-  TokenDataset data({shard}, c.model.vocab_size, "bench");
+  TokenDataset data(c.data.train, c.model.vocab_size, "bench");
   torch::manual_seed(static_cast<uint64_t>(c.run.seed));
   PlainLoop plain(c, data);
 
