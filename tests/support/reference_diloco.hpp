@@ -4,6 +4,11 @@
 // (ALGORITHMS.md §4, one fragment): a round's averaged Δ lands tau inner steps after the round's
 // end, moves the anchor, and the replicas become alpha replica + (1 - alpha) anchor; the run's
 // last round lands at once.
+//
+// The outer step is written out from ALGORITHMS.md (ReferenceOuter::written_out: an independent
+// check, equal to the trainer up to fp32 rounding) or taken from the library's outer optimizer
+// (ReferenceOuter::library: every operation the blocking sync performs, in its order, so that
+// the trainer with tau = 0 must equal it bit for bit).
 #pragma once
 
 #include <torch/torch.h>
@@ -19,6 +24,8 @@
 #include "autoloco/optim/adamw.hpp"
 #include "autoloco/optim/flat_params.hpp"
 #include "autoloco/optim/lr_schedule.hpp"
+#include "autoloco/optim/outer_optimizer.hpp"
+#include "autoloco/optim/round_stats.hpp"
 
 namespace autoloco::test {
 
@@ -28,6 +35,8 @@ struct ReferenceDc {
   std::unique_ptr<FlatAdamW> adamw;
   std::vector<std::unique_ptr<BatchStream>> members;
 };
+
+enum class ReferenceOuter { written_out, library };
 
 struct ReferenceResult {
   torch::Tensor anchor;
@@ -53,7 +62,8 @@ inline void reference_inner_step(ReferenceDc& dc, const Config& config, int64_t 
 }
 
 inline ReferenceResult reference_diloco(const Config& config, int64_t steps, int64_t tau = 0,
-                                        double alpha = 0.0) {
+                                        double alpha = 0.0,
+                                        ReferenceOuter outer = ReferenceOuter::written_out) {
   const TokenDataset data(config.data.train, config.model.vocab_size, "data.train");
   torch::manual_seed(static_cast<uint64_t>(config.run.seed));
   GPT init(config.model);
@@ -82,12 +92,22 @@ inline ReferenceResult reference_diloco(const Config& config, int64_t steps, int
   torch::NoGradGuard no_grad;
   std::optional<torch::Tensor> in_flight;
   int64_t due = 0;
+  int64_t round_end = 0;
+  const std::unique_ptr<OuterOptimizer> library =
+      make_outer_optimizer(config.outer, config.interval.H);
   const auto land = [&] {
     const torch::Tensor mean_delta = *in_flight;
     in_flight.reset();
-    const double mu = config.outer.momentum;
-    momentum = mu * momentum + mean_delta;
-    anchor = anchor - config.outer.lr * (mean_delta + mu * momentum);
+    if (outer == ReferenceOuter::library) {
+      RoundStats stats;
+      stats.step = round_end;
+      stats.H = config.interval.H;
+      library->step(anchor, mean_delta, stats);
+    } else {
+      const double mu = config.outer.momentum;
+      momentum = mu * momentum + mean_delta;
+      anchor = anchor - config.outer.lr * (mean_delta + mu * momentum);
+    }
     for (ReferenceDc& dc : dcs) {
       torch::Tensor& replica = dc.params->values();
       if (alpha == 0.0) {
@@ -110,6 +130,7 @@ inline ReferenceResult reference_diloco(const Config& config, int64_t steps, int
     if (in_flight) land();
     in_flight = ((anchor - dcs[0].params->values()) + (anchor - dcs[1].params->values())) / 2.0;
     due = step + tau;
+    round_end = step;
     round_steps = 0;
     if (tau == 0 || step == steps) land();
   }
