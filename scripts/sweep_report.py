@@ -67,10 +67,11 @@ from results_table import si
 # Settings read from every run's config for results.csv, after the grid keys.
 SETTINGS = ["interval.H", "outer.momentum", "outer.momentum_schedule", "outer.correction",
             "batch.controller", "batch.test", "batch.theta", "batch.lr_scaling",
-            "outer.overlap_steps", "outer.overlap_alpha", "wan.mode"]
+            "outer.overlap_steps", "outer.overlap_alpha", "outer.fragments",
+            "interval.target_utilisation", "wan.mode"]
 # Outcomes from summary.json for results.csv; mean_H (steps / rounds) and final_batch_mean (the
 # mean over dcs of final_batch) are computed.
-OUTCOMES = ["steps", "tokens", "rounds", "inter_dc_bytes", "final_eval_loss",
+OUTCOMES = ["steps", "tokens", "rounds", "inter_dc_bytes", "peak_sync_bytes", "final_eval_loss",
             "final_train_loss", "mean_H", "final_batch_mean", "wall_s", "link_s", "sim_time_s",
             "compute_utilisation", "exposed_link_s", "sync_wait_s", "compute_utilisation_wall"]
 WORSE = "above the whole curve: upper bound against its cheapest point"
@@ -394,19 +395,24 @@ def table_markdown(configs, entries, runs, c_tok):
 
 
 def overlapped(run):
-    """Whether the run overlapped its syncs (outer.overlap_steps > 0)."""
-    return (run.summary.get("overlap_steps") or 0) > 0
+    """Whether the run overlapped, fragmented or link-paced its syncs (outer.overlap_steps > 0,
+    outer.fragments > 1 or interval.target_utilisation > 0)."""
+    s = run.summary
+    return ((s.get("overlap_steps") or 0) > 0 or (s.get("fragments") or 1) > 1 or
+            (s.get("target_utilisation") or 0) > 0)
 
 
 def overlap_markdown(configs, entries):
-    """overlap.md: one row per configuration, seeds pooled: the sync's overlap (tau, alpha), the
-    compute utilisation on the simulated clock and on the wall clock, the link and waiting
-    seconds, and the final eval loss."""
+    """overlap.md: one row per configuration, seeds pooled: how its syncs ran (tau, alpha,
+    fragments P, target utilisation u*), the mean interval, the compute utilisation on the
+    simulated clock and on the wall clock, the link and waiting seconds, the peak and total
+    bytes, and the final eval loss."""
     keys = grid_keys(entries)
-    lines = ["| group | " + " | ".join(keys + [
-        "n", "tau", "alpha", "utilisation (simulated)", "utilisation (wall)", "link s",
-        "exposed link s", "main-thread wait s", "wall s", "final eval loss"]) + " |",
-        "|" + " --- |" * (len(keys) + 11)]
+    columns = ["n", "tau", "alpha", "P", "u*", "mean H", "utilisation (simulated)",
+               "utilisation (wall)", "link s", "exposed link s", "main-thread wait s", "wall s",
+               "peak sync bytes", "inter-dc bytes", "final eval loss"]
+    lines = ["| group | " + " | ".join(keys + columns) + " |",
+             "|" + " --- |" * (len(keys) + len(columns) + 1)]
     for config in configs:
         rs = config.runs
         if not rs:
@@ -415,16 +421,29 @@ def overlap_markdown(configs, entries):
         def stat(key, fmt):
             return pm(*mean_sd([r.summary.get(key) for r in rs]), fmt)
 
+        def mean_H():
+            return pm(*mean_sd([r.summary["steps"] / max(1, r.summary["rounds"]) for r in rs]),
+                      "{:.1f}")
+
+        def bytes_of(key):
+            values = [r.summary.get(key) for r in rs if r.summary.get(key) is not None]
+            return si(float(np.mean(values))) + "B" if values else "-"
+
+        first = rs[0].summary
         lines.append("| " + " | ".join(
             [config.group] + [text(config.grid.get(k)) for k in keys] +
-            [str(len(rs)), text(rs[0].summary.get("overlap_steps", 0)),
-             text(rs[0].summary.get("overlap_alpha", 0.0)),
+            [str(len(rs)), text(first.get("overlap_steps", 0)),
+             text(first.get("overlap_alpha", 0.0)), text(first.get("fragments", 1)),
+             text(first.get("target_utilisation", 0.0)), mean_H(),
              stat("compute_utilisation", "{:.3f}"), stat("compute_utilisation_wall", "{:.3f}"),
              stat("link_s", "{:.1f}"), stat("exposed_link_s", "{:.1f}"),
-             stat("sync_wait_s", "{:.1f}"), stat("wall_s", "{:.1f}"), pm(*config.loss)]) + " |")
+             stat("sync_wait_s", "{:.1f}"), stat("wall_s", "{:.1f}"),
+             bytes_of("peak_sync_bytes"), bytes_of("inter_dc_bytes"), pm(*config.loss)]) + " |")
     lines += ["", "mean ± sample sd over seeds. utilisation (simulated): compute / (compute + "
               "exposed link time); utilisation (wall): compute / wall-clock time, where compute "
-              "is wall time minus the main thread's waits on the link (docs/run-directory.md)."]
+              "is wall time minus the main thread's waits on the link (docs/run-directory.md). "
+              "mean H: inner steps per round (with fragments, per cycle). peak sync bytes: the "
+              "largest single sync, all dcs; inter-dc bytes: the whole run's."]
     return "\n".join(lines) + "\n"
 
 

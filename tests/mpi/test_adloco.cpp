@@ -66,7 +66,8 @@ TEST_CASE("the outer average weighs each dc's pseudo-gradient by its tokens", "[
   Vector module(5);
   FlatParams params(module);
   Config c = parse_config("", {"outer.method=local_sgd"});
-  OuterSync sync(c.outer, 4, params, reducer, link, torch::kCPU);
+  const FragmentPlan whole(params.numel());
+  OuterSync sync(c.outer, 4, params, whole, 0, reducer, link, torch::kCPU);
   const torch::Tensor anchor = sync.anchor().clone();
   auto replica = [&](int dc) { return anchor + torch::arange(5).to(torch::kFloat) * (dc + 1.0F); };
   {

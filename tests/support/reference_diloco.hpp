@@ -23,6 +23,7 @@
 #include "autoloco/model/gpt.hpp"
 #include "autoloco/optim/adamw.hpp"
 #include "autoloco/optim/flat_params.hpp"
+#include "autoloco/optim/fragment_plan.hpp"
 #include "autoloco/optim/lr_schedule.hpp"
 #include "autoloco/optim/outer_optimizer.hpp"
 #include "autoloco/optim/round_stats.hpp"
@@ -61,6 +62,10 @@ inline void reference_inner_step(ReferenceDc& dc, const Config& config, int64_t 
   dc.adamw->step(inner_lr(config.inner, step, config.run.steps));
 }
 
+// Fragments (outer.fragments P, fixed interval.H): fragment p > 0 syncs floor(p H / P) steps into
+// each cycle of H steps and fragment 0 at its end; the run's end syncs every fragment that trained
+// since its last sync, fragment 0 last. A sync started while another is in flight lands that one
+// first. The plan (which parameters each fragment holds) is the library's; its unit tests check it.
 inline ReferenceResult reference_diloco(const Config& config, int64_t steps, int64_t tau = 0,
                                         double alpha = 0.0,
                                         ReferenceOuter outer = ReferenceOuter::written_out) {
@@ -68,6 +73,9 @@ inline ReferenceResult reference_diloco(const Config& config, int64_t steps, int
   torch::manual_seed(static_cast<uint64_t>(config.run.seed));
   GPT init(config.model);
   FlatParams init_params(*init);
+  const int64_t P = config.outer.fragments;
+  const FragmentPlan plan =
+      P == 1 ? FragmentPlan(init_params.numel()) : FragmentPlan(init_params.slices(), P);
   ReferenceResult out;
   torch::Tensor& anchor = out.anchor;
   anchor = init_params.values().detach().clone();
@@ -90,49 +98,72 @@ inline ReferenceResult reference_diloco(const Config& config, int64_t steps, int
     }
   }
   torch::NoGradGuard no_grad;
-  std::optional<torch::Tensor> in_flight;
-  int64_t due = 0;
-  int64_t round_end = 0;
-  const std::unique_ptr<OuterOptimizer> library =
-      make_outer_optimizer(config.outer, config.interval.H);
+  // The sync in flight: its fragment, averaged Δ, due step and statistics.
+  struct InFlight {
+    size_t fragment = 0;
+    torch::Tensor mean_delta;
+    int64_t due = 0;
+    RoundStats stats;
+  };
+  std::optional<InFlight> in_flight;
+  std::vector<std::unique_ptr<OuterOptimizer>> library;
+  for (int64_t p = 0; p < P; ++p)
+    library.push_back(make_outer_optimizer(config.outer, config.interval.H));
   const auto land = [&] {
-    const torch::Tensor mean_delta = *in_flight;
+    const InFlight f = *in_flight;
     in_flight.reset();
+    torch::Tensor anchor_p = plan.gather(anchor, f.fragment).clone();
     if (outer == ReferenceOuter::library) {
-      RoundStats stats;
-      stats.step = round_end;
-      stats.H = config.interval.H;
-      library->step(anchor, mean_delta, stats);
+      library[f.fragment]->step(anchor_p, f.mean_delta, f.stats);
     } else {
       const double mu = config.outer.momentum;
-      momentum = mu * momentum + mean_delta;
-      anchor = anchor - config.outer.lr * (mean_delta + mu * momentum);
+      const torch::Tensor m = mu * plan.gather(momentum, f.fragment) + f.mean_delta;
+      plan.scatter(m, f.fragment, momentum);
+      anchor_p = anchor_p - config.outer.lr * (f.mean_delta + mu * m);
     }
+    plan.scatter(anchor_p, f.fragment, anchor);
     for (ReferenceDc& dc : dcs) {
       torch::Tensor& replica = dc.params->values();
       if (alpha == 0.0) {
-        replica.copy_(anchor);
+        plan.scatter(anchor_p, f.fragment, replica);
       } else {
-        replica.mul_(alpha).add_(anchor, 1.0 - alpha);
+        plan.mix(anchor_p, f.fragment, alpha, replica);
       }
     }
-    ++out.rounds;
+    if (f.fragment == 0) ++out.rounds;
   };
-  int64_t round_steps = 0;
+  const int64_t H = config.interval.H;
+  int64_t cycle_start = 0;
+  std::vector<int64_t> last_sync(static_cast<size_t>(P), 0);
   for (int64_t step = 1; step <= steps; ++step) {
     for (ReferenceDc& dc : dcs) {
       torch::AutoGradMode grad(true);
       reference_inner_step(dc, config, step - 1);
     }
-    ++round_steps;
-    if (in_flight && step >= due) land();
-    if (round_steps < config.interval.H && step < steps) continue;
-    if (in_flight) land();
-    in_flight = ((anchor - dcs[0].params->values()) + (anchor - dcs[1].params->values())) / 2.0;
-    due = step + tau;
-    round_end = step;
-    round_steps = 0;
-    if (tau == 0 || step == steps) land();
+    if (in_flight && step >= in_flight->due) land();
+    const bool last = step == steps;
+    for (int64_t k = 1; k <= P; ++k) {
+      const int64_t f = k % P;
+      const int64_t offset = f == 0 ? H : f * H / P;
+      const bool in_turn =
+          last_sync[static_cast<size_t>(f)] <= cycle_start && step - cycle_start >= offset;
+      if (!in_turn && !(last && last_sync[static_cast<size_t>(f)] < step)) continue;
+      if (in_flight) land();
+      const auto p = static_cast<size_t>(f);
+      const torch::Tensor a = plan.gather(anchor, p);
+      InFlight sync;
+      sync.fragment = p;
+      sync.mean_delta = ((a - plan.gather(dcs[0].params->values(), p)) +
+                         (a - plan.gather(dcs[1].params->values(), p))) /
+                        2.0;
+      sync.due = step + tau;
+      sync.stats.step = step;
+      sync.stats.H = step - last_sync[p];
+      in_flight = sync;
+      last_sync[p] = step;
+      if (f == 0) cycle_start = step;
+      if (tau == 0 || last) land();
+    }
   }
   for (ReferenceDc& dc : dcs)
     out.replicas.push_back(dc.params->values().clone());

@@ -54,6 +54,7 @@ inline bool clock_or_name(const std::string& dataset) {
                                                 "clock/wall_s",
                                                 "wan/wall_s",
                                                 "round/start_compute_s",
+                                                "fragments/start_compute_s",
                                                 "run/metrics_bytes",
                                                 "run/syncs_bytes",
                                                 "sync/wait_s",

@@ -138,3 +138,36 @@ TEST_CASE("config: overlap needs an outer method, tau below every round, a fixed
   CHECK_THAT(error({"outer.overlap_alpha=1"}), Contains("outer.overlap_alpha"));
   CHECK_THAT(error({"outer.overlap_steps=-1"}), Contains("outer.overlap_steps"));
 }
+
+TEST_CASE("config: fragments need H >= P, tau below the gap between fragments, one instance",
+          "[config][fragments]") {
+  const auto error = [](std::vector<std::string> sets) {
+    try {
+      parse_config("", sets);
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  CHECK(error({"outer.fragments=4", "outer.overlap_steps=4"}).empty());  // H 20: gap 5
+  CHECK_THAT(error({"outer.fragments=4", "outer.overlap_steps=5"}),
+             Contains("outer.overlap_steps") && Contains("floor(H / outer.fragments) = 5"));
+  CHECK_THAT(error({"outer.fragments=4", "interval.H=3"}),
+             Contains("outer.fragments") && Contains("at least 4 steps"));
+  CHECK_THAT(error({"outer.fragments=0"}), Contains("outer.fragments"));
+  CHECK_THAT(error({"outer.fragments=2", "outer.method=ddp"}),
+             Contains("outer.fragments") && Contains("ddp"));
+  CHECK_THAT(error({"outer.fragments=2", "batch.instances=2", "batch.controller=adloco"}),
+             Contains("batch.instances"));
+  CHECK_THAT(error({"outer.fragments=2", "interval.max_rounds=5"}), Contains("max_rounds"));
+  CHECK(error({"outer.fragments=2", "batch.controller=adloco"}).empty());
+}
+
+TEST_CASE("config: interval.target_utilisation is a fraction below 1 for an outer method",
+          "[config][link_aware]") {
+  CHECK_NOTHROW(parse_config("", {"interval.target_utilisation=0.95"}));
+  CHECK_THROWS_WITH(parse_config("", {"interval.target_utilisation=1"}),
+                    Contains("interval.target_utilisation"));
+  CHECK_THROWS_WITH(parse_config("", {"interval.target_utilisation=0.9", "outer.method=ddp"}),
+                    Contains("interval.target_utilisation") && Contains("ddp"));
+}

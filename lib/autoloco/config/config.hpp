@@ -134,6 +134,7 @@ struct OuterConfig {
   std::string overlap = "streaming";
   int64_t overlap_steps = 0;
   double overlap_alpha = 0.0;
+  int64_t fragments = 1;
 
   template <class Self, class V>
   static void visit(Self& s, V& v) {
@@ -166,6 +167,11 @@ struct OuterConfig {
     v("overlap_alpha", s.overlap_alpha,
       "alpha: when the late outer step lands, replica <- alpha replica + (1 - alpha) anchor; 0 "
       "drops the tau local steps, 0.5 averages");
+    v("fragments", s.fragments,
+      "P: the model synced in P fragments of whole transformer blocks (block b in fragment b mod "
+      "P; embeddings and final norm fill the lightest), fragment p floor(p H / P) steps into "
+      "each interval of H steps, so about 1/P of the model is on the link at a time (Streaming "
+      "DiLoCo); 1: the whole model every H steps");
   }
 };
 
@@ -186,6 +192,7 @@ struct IntervalConfig {
   double shrink = 0.8;
   double band = 0.8;
   int64_t hold_rounds = 2;
+  double target_utilisation = 0.0;
 
   template <class Self, class V>
   static void visit(Self& s, V& v) {
@@ -217,6 +224,10 @@ struct IntervalConfig {
       "autoloco: H is multiplied by this while the smoothed q is below band q*");
     v("band", s.band, "autoloco: shrink only below band * q* (a dead band against dithering)");
     v("hold_rounds", s.hold_rounds, "autoloco: rounds without a decision after each change");
+    v("target_utilisation", s.target_utilisation,
+      "u*: with any controller, H is at least the smallest interval whose syncs leave compute "
+      "utilisation H t / (H t + E) >= u*, from the last round's compute seconds per step t and "
+      "its exposed link seconds E (with overlap, max(0, T - tau t) per sync); 0: off");
   }
 };
 

@@ -165,6 +165,17 @@ void validate_batch(const BatchConfig& b, const Config& c) {
                       initial, b.max_batch));
 }
 
+// The shortest interval any round may have (the fixed H, H_min of an adaptive controller, the
+// entries of a schedule).
+int64_t shortest_interval(const IntervalConfig& i) {
+  int64_t shortest = i.controller == "fixed" ? i.H : std::min(i.H, i.H_min);
+  if (i.controller == "schedule") {
+    for (const IntervalChange& change : parse_interval_schedule(i))
+      shortest = std::min(shortest, change.H);
+  }
+  return shortest;
+}
+
 // Overlap (outer.overlap_steps): the late outer step must land inside the next round, and
 // everything a round's message tells the other dcs must be known before that round starts.
 void validate_overlap(const Config& c) {
@@ -180,21 +191,57 @@ void validate_overlap(const Config& c) {
   require(o.method != "ddp", "outer.overlap_steps",
           "ddp all-reduces gradients at every step and has no round to overlap: use "
           "outer.method=diloco (or local_sgd) or outer.overlap_steps=0");
-  const auto& i = c.interval;
-  int64_t shortest = i.controller == "fixed" ? i.H : std::min(i.H, i.H_min);
-  if (i.controller == "schedule") {
-    for (const IntervalChange& change : parse_interval_schedule(i))
-      shortest = std::min(shortest, change.H);
-  }
-  require(o.overlap_steps < shortest, "outer.overlap_steps",
-          fmt::format("tau = {} must be below every round's length (here as short as {} steps: "
-                      "interval.H, interval.H_min or an interval.schedule entry), so that a "
-                      "round's outer step lands before the next round ends",
-                      o.overlap_steps, shortest));
+  const int64_t shortest = shortest_interval(c.interval);
+  const int64_t P = o.fragments;
+  // Consecutive fragment syncs are at least floor(H / P) steps apart (sched/fragment_schedule).
+  const int64_t gap = shortest / P;
+  require(o.overlap_steps < gap, "outer.overlap_steps",
+          P == 1 ? fmt::format("tau = {} must be below every round's length (here as short as {} "
+                               "steps: interval.H, interval.H_min or an interval.schedule "
+                               "entry), so that a round's outer step lands before the next "
+                               "round ends",
+                               o.overlap_steps, shortest)
+                 : fmt::format("tau = {} must be below the gap between two fragments' syncs, "
+                               "floor(H / outer.fragments) = {} for the shortest interval H = "
+                               "{} (interval.H, interval.H_min or an interval.schedule entry), "
+                               "so that one fragment's sync lands before the next one starts",
+                               o.overlap_steps, gap, shortest));
   require(c.batch.controller == "fixed" && c.batch.instances == 1, "outer.overlap_steps",
           "adaptive batches announce each dc's next batch in the round's message, which an "
           "overlapped round needs before it arrives: use batch.controller=fixed with "
           "batch.instances=1, or outer.overlap_steps=0");
+}
+
+// Fragments (outer.fragments): every fragment needs its own step in each interval, and what
+// changes at a round's end for the whole dc must wait for a cycle's end.
+void validate_fragments(const Config& c) {
+  const OuterConfig& o = c.outer;
+  require(o.fragments >= 1, "outer.fragments",
+          fmt::format("must be at least 1, got {}", o.fragments));
+  if (o.fragments == 1) return;
+  require(o.method != "ddp", "outer.fragments",
+          "ddp all-reduces every gradient at every step and has no fragments to stagger: use "
+          "outer.method=diloco (or local_sgd) or outer.fragments=1");
+  const int64_t shortest = shortest_interval(c.interval);
+  require(shortest >= o.fragments, "outer.fragments",
+          fmt::format("{} fragments need intervals of at least {} steps (one step apart), but an "
+                      "interval may be as short as {} (interval.H, interval.H_min or an "
+                      "interval.schedule entry)",
+                      o.fragments, o.fragments, shortest));
+  require(c.batch.instances == 1, "outer.fragments",
+          "batch.instances > 1 averages whole instances at a round's end, which a fragment sync "
+          "does not have: use batch.instances=1 or outer.fragments=1");
+  require(c.interval.max_rounds == 0, "outer.fragments",
+          "interval.max_rounds counts rounds, which fragments split into several syncs: use "
+          "interval.max_rounds=0 or outer.fragments=1");
+}
+
+void validate_target_utilisation(const Config& c) {
+  const double u = c.interval.target_utilisation;
+  require(u >= 0.0 && u < 1.0, "interval.target_utilisation",
+          fmt::format("must be in [0, 1) (0: off), got {}", u));
+  require(u == 0.0 || c.outer.method != "ddp", "interval.target_utilisation",
+          "ddp has no interval to raise: use outer.method=diloco or target_utilisation=0");
 }
 
 void validate_wan(const WanConfig& w) {
@@ -275,7 +322,9 @@ void validate(const Config& c) {
   validate_outer(c.outer);
   validate_interval(c.interval);
   validate_batch(c.batch, c);
+  validate_fragments(c);
   validate_overlap(c);
+  validate_target_utilisation(c);
   validate_wan(c.wan);
   validate_ckpt(c.ckpt);
 }

@@ -9,22 +9,25 @@
 namespace autoloco {
 
 struct RoundStats {
-  int64_t round = 0;  // 1-based index of the round just finished
+  int64_t round = 0;     // 1-based index of the round just finished
+  int64_t fragment = 0;  // the fragment synced (outer.fragments > 1), else 0
   // Training progress when it ended, in inner steps at the initial batch (world tokens done /
   // world tokens per step of the first round): the clock of every schedule. It is the inner
   // step count whenever the batch is fixed.
   int64_t step = 0;
-  int64_t H = 0;                   // inner steps of this round
-  int dcs = 1;                     // G
-  double loss = NAN;               // mean training loss over the round and all dcs
-  double lr_sum = 0.0;             // S_k: accumulated inner lr of the round
-  double tokens = 0.0;             // tokens of the round, all dcs
-  double mean_delta_sq = 0.0;      // n̄ = mean_i ‖Δ_i‖²
-  double mean_delta_norm = 0.0;    // mean_i ‖Δ_i‖
-  double avg_delta_sq = 0.0;       // a = ‖Δ̄‖²
-  double rho = NAN;                // agreement (G a − n̄) / ((G − 1) n̄), for G ≥ 2
-  double round_s = 0.0;            // compute seconds of the round, mean over dcs
-  double link_s = 0.0;             // simulated link seconds of the round's all-reduce
+  int64_t H = 0;                 // inner steps of this round
+  int dcs = 1;                   // G
+  double loss = NAN;             // mean training loss over the round and all dcs
+  double lr_sum = 0.0;           // S_k: accumulated inner lr of the round
+  double tokens = 0.0;           // tokens of the round, all dcs
+  double mean_delta_sq = 0.0;    // n̄ = mean_i ‖Δ_i‖²
+  double mean_delta_norm = 0.0;  // mean_i ‖Δ_i‖
+  double avg_delta_sq = 0.0;     // a = ‖Δ̄‖²
+  double rho = NAN;              // agreement (G a − n̄) / ((G − 1) n̄), for G ≥ 2
+  double round_s = 0.0;          // compute seconds of the round, mean over dcs
+  double link_s = 0.0;           // simulated link seconds of the round's all-reduce
+  // With fragments, the link seconds of each of the cycle's syncs (empty: the one, link_s).
+  std::vector<double> sync_link_s;
   int64_t dc_bytes = 0;            // bytes one dc sent over the link in the round
   std::vector<double> next_batch;  // per dc: sequences per rank of the next round
   std::vector<double> demand;      // per dc: what its batch test asked for (NaN: none)

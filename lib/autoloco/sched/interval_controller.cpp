@@ -6,6 +6,7 @@
 
 #include "autoloco/sched/adacomm_interval.hpp"
 #include "autoloco/sched/autoloco_interval.hpp"
+#include "autoloco/sched/link_aware_interval.hpp"
 #include "autoloco/sched/qsr_interval.hpp"
 #include "autoloco/sched/round_budget.hpp"
 #include "autoloco/sched/schedule_interval.hpp"
@@ -71,6 +72,10 @@ std::unique_ptr<IntervalController> make_interval_controller(const Config& confi
   }
   if (interval.max_rounds > 0) {
     c = std::make_unique<RoundBudget>(std::move(c), interval.max_rounds, config.run.steps);
+  }
+  if (interval.target_utilisation > 0.0) {
+    c = std::make_unique<LinkAwareInterval>(std::move(c), interval.target_utilisation,
+                                            config.outer.overlap_steps, config.run.steps);
   }
   return c;
 }

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "autoloco/config/config.hpp"
@@ -28,6 +29,8 @@ class IntervalController {
   // gave and throws CheckpointError on a mismatch.
   virtual std::vector<double> state() const = 0;
   virtual void load_state(const std::vector<double>& state) = 0;
+  // Named figures of the last next_interval() for syncs.jsonl (wrappers add theirs).
+  virtual std::vector<std::pair<std::string, double>> decision() const { return {}; }
 };
 
 // DiLoCo: H every round.

@@ -16,6 +16,9 @@ class RoundBudget final : public IntervalController {
   int64_t next_interval(const RoundStats& stats) override;
   std::vector<double> state() const override { return inner_->state(); }
   void load_state(const std::vector<double>& state) override { inner_->load_state(state); }
+  std::vector<std::pair<std::string, double>> decision() const override {
+    return inner_->decision();
+  }
 
  private:
   // The shortest interval that still fits `steps_left` steps into `rounds_left` rounds.

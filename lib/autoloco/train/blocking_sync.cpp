@@ -1,18 +1,19 @@
 #include "autoloco/train/blocking_sync.hpp"
 
+#include <fmt/format.h>
+
 #include "autoloco/util/error.hpp"
 
 namespace autoloco {
 
 BlockingSync::BlockingSync(const Config& config, FlatParams& params, MpiCommunicator& intra,
                            WanLink& link, torch::Device state_device)
-    : link_(link),
-      reducer_(intra, link),
-      outer_(config.outer, config.interval.H, params, reducer_, link, state_device) {}
+    : link_(link), reducer_(intra, link), outer_(config, params, reducer_, link, state_device) {}
 
 std::optional<RoundStats> BlockingSync::end_round(FlatParams& params, const RoundInput& in,
                                                   int64_t) {
-  const RoundStats s = outer_.sync(params, in);
+  const RoundStats s = outer_.at(in.fragment).sync(params, in);
+  outer_.stepped(in.fragment);
   exposed_s_ += s.link_s;
   return s;
 }
@@ -24,7 +25,12 @@ void BlockingSync::restore(const PendingSync&) {
 }
 
 std::string BlockingSync::describe() const {
-  return "sync: blocking (every rank waits for the inter-dc all-reduce)";
+  return outer_.size() == 1
+             ? "sync: blocking (every rank waits for the inter-dc all-reduce)"
+             : fmt::format(
+                   "sync: blocking, {} fragments (every rank waits for each fragment's "
+                   "inter-dc all-reduce)",
+                   outer_.size());
 }
 
 }  // namespace autoloco

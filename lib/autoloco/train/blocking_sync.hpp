@@ -24,12 +24,12 @@ class BlockingSync final : public SyncPipeline {
   SyncClock clock() const override { return {link_.wall_seconds(), exposed_s_}; }
   void restore_clock(const SyncClock& clock) override { exposed_s_ = clock.exposed_link_s; }
   std::string describe() const override;
-  OuterSync& outer() override { return outer_; }
+  FragmentedOuter& outer() override { return outer_; }
 
  private:
   WanLink& link_;
   HierarchicalAllreduce reducer_;
-  OuterSync outer_;
+  FragmentedOuter outer_;
   double exposed_s_ = 0.0;
 };
 

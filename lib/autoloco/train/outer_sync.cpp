@@ -36,19 +36,23 @@ torch::Device outer_state_device(const std::string& state_device, torch::Device 
 }
 
 OuterSync::OuterSync(const OuterConfig& outer, int64_t H0, FlatParams& params,
-                     HierarchicalAllreduce& reducer, WanLink& link, torch::Device state_device)
+                     const FragmentPlan& plan, size_t fragment, HierarchicalAllreduce& reducer,
+                     WanLink& link, torch::Device state_device)
     : wire_(outer.wire_dtype == "bf16" ? DType::bf16 : DType::f32),
+      plan_(plan),
+      fragment_(fragment),
       optimizer_(make_outer_optimizer(outer, H0)),
       reducer_(reducer),
       link_(link),
       device_staging_(std::make_unique<DeviceStaging>()) {
   torch::NoGradGuard no_grad;
   const bool gpu = params.values().is_cuda();
-  anchor_ = params.values().detach().to(state_device, torch::kFloat, false, /*copy=*/true);
+  anchor_ = plan_.gather(params.values().detach(), fragment_)
+                .to(state_device, torch::kFloat, false, /*copy=*/true);
   // Host buffers that meet a GPU are pinned: the DMA engine then copies them directly, at full
   // link speed, instead of through the driver's pageable bounce buffer.
   if (gpu && !anchor_.is_cuda()) anchor_ = anchor_.pin_memory();
-  staging_ = torch::empty({params.numel()},
+  staging_ = torch::empty({anchor_.numel()},
                           torch::TensorOptions().dtype(torch::kFloat).pinned_memory(gpu));
 }
 
@@ -60,7 +64,7 @@ int64_t OuterSync::buffer_bytes() const {
 }
 
 void OuterSync::stage_delta(FlatParams& params) {
-  const torch::Tensor& replica = params.values();
+  const torch::Tensor replica = plan_.gather(params.values(), fragment_);
   if (replica.is_cuda() && !anchor_.is_cuda()) {
     // The replica comes to the host anchor: Δ_i = anchor − replica as anchor + (−replica),
     // which rounds exactly like the subtraction.
@@ -73,7 +77,7 @@ void OuterSync::stage_delta(FlatParams& params) {
 }
 
 void OuterSync::stage_delta_async(FlatParams& params) {
-  const torch::Tensor& replica = params.values();
+  const torch::Tensor replica = plan_.gather(params.values(), fragment_);
   DeviceStaging& d = *device_staging_;
   d.negate_on_host = !anchor_.is_cuda();
   d.snapshot = d.negate_on_host ? replica.clone() : anchor_ - replica;
@@ -153,6 +157,7 @@ RoundStats OuterSync::finish(const StagedRound& r) {
 
   RoundStats s;
   s.round = r.in.round;
+  s.fragment = r.in.fragment;
   s.step = r.in.step;
   s.H = r.in.H;
   s.dcs = g;
@@ -182,6 +187,15 @@ RoundStats OuterSync::finish(const StagedRound& r) {
 void OuterSync::merge(FlatParams& params, double alpha) {
   torch::NoGradGuard no_grad;
   torch::Tensor& replica = params.values();
+  if (!plan_.whole()) {
+    const torch::Tensor anchor = anchor_.to(replica.device());
+    if (alpha == 0.0) {
+      plan_.scatter(anchor, fragment_, replica);
+    } else {
+      plan_.mix(anchor, fragment_, alpha, replica);
+    }
+    return;
+  }
   if (alpha == 0.0) {
     replica.copy_(anchor_);
     return;

@@ -11,6 +11,7 @@
 #include "autoloco/comm/hierarchical_allreduce.hpp"
 #include "autoloco/config/config.hpp"
 #include "autoloco/optim/flat_params.hpp"
+#include "autoloco/optim/fragment_plan.hpp"
 #include "autoloco/optim/outer_optimizer.hpp"
 #include "autoloco/optim/round_stats.hpp"
 
@@ -28,6 +29,7 @@ struct RoundInput {
       0.0;               // a full dc's tokens in a round of H steps; weights are relative to it
   double seconds = 0.0;  // the dc's compute seconds in the round
   int dc = 0;
+  int64_t fragment = 0;     // which of outer.fragments this sync carries
   double next_batch = 0.0;  // the dc's sequences per rank in the next round
   double demand = NAN;      // what its batch test asked for
 };
@@ -58,10 +60,12 @@ class OuterSync {
   static constexpr size_t kRoundScalars = 7;
   static size_t message_scalars(int dcs) { return kRoundScalars + 2 * static_cast<size_t>(dcs); }
 
-  // The anchor starts as `params`' current values; the outer state lives on `state_device`; H0
-  // (interval.H) is the reference interval of the outer correction.
-  OuterSync(const OuterConfig& outer, int64_t H0, FlatParams& params,
-            HierarchicalAllreduce& reducer, WanLink& link, torch::Device state_device);
+  // Fragment `fragment` of `plan` (the whole model when the plan is whole): its anchor starts as
+  // `params`' current values there; the outer state lives on `state_device`; H0 (interval.H)
+  // is the reference interval of the outer correction. `plan` must outlive it.
+  OuterSync(const OuterConfig& outer, int64_t H0, FlatParams& params, const FragmentPlan& plan,
+            size_t fragment, HierarchicalAllreduce& reducer, WanLink& link,
+            torch::Device state_device);
   ~OuterSync();
 
   // One round's end, blocking, on every rank of the world together: stage, reduce, finish, and
@@ -79,9 +83,10 @@ class OuterSync {
   // Main thread: the token-weighted mean, the round's statistics and the outer step on the
   // anchor (on the compute stream). The replica is not touched.
   RoundStats finish(const StagedRound& r);
-  // replica <- alpha replica + (1 − alpha) anchor; alpha = 0 copies the anchor.
+  // replica <- alpha replica + (1 − alpha) anchor on this fragment; alpha = 0 copies the anchor.
   void merge(FlatParams& params, double alpha);
 
+  // This fragment's anchor (its elements in the plan's range order).
   torch::Tensor& anchor() { return anchor_; }
   // The host buffer of the message (a pending result's Σ w_i Δ_i, for checkpoints).
   torch::Tensor& staging() { return staging_; }
@@ -99,6 +104,8 @@ class OuterSync {
 
   struct DeviceStaging;  // the GPU side stream and its event (outer_sync.cpp)
   DType wire_;
+  const FragmentPlan& plan_;
+  size_t fragment_;
   std::unique_ptr<OuterOptimizer> optimizer_;
   HierarchicalAllreduce& reducer_;
   WanLink& link_;

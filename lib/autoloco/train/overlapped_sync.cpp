@@ -20,7 +20,7 @@ OverlappedSync::OverlappedSync(const Config& config, FlatParams& params, MpiComm
       link_(link),
       thread_intra_(intra.handle()),
       reducer_(thread_intra_, link),
-      outer_(config.outer, config.interval.H, params, reducer_, link, state_device) {
+      outer_(config, params, reducer_, link, state_device) {
   const WaitPolicy patient{true, thread_->cancel_flag()};
   thread_intra_.set_wait_policy(patient);
   link.set_wait_policy(patient);
@@ -51,10 +51,12 @@ int64_t OverlappedSync::thread_buffer_bytes() const {
 }
 
 std::string OverlappedSync::describe() const {
+  const std::string fragments =
+      outer_.size() == 1 ? "" : fmt::format(", {} fragments", outer_.size());
   return fmt::format(
-      "sync: streaming overlap, tau {} inner steps, alpha {} | communication thread buffers {}B "
-      "per rank",
-      tau_, alpha_, format_si(static_cast<double>(thread_buffer_bytes())));
+      "sync: streaming overlap{}, tau {} inner steps, alpha {} | communication thread buffers "
+      "{}B per rank",
+      fragments, tau_, alpha_, format_si(static_cast<double>(thread_buffer_bytes())));
 }
 
 void OverlappedSync::await() {
@@ -71,8 +73,9 @@ RoundStats OverlappedSync::apply(FlatParams& params) {
   // covered that much of it.
   const double covered = std::max(0.0, compute_now() - handed_at_);
   clock_.exposed_link_s += std::max(0.0, round_.link_s - covered);
-  const RoundStats s = outer_.finish(round_);
-  outer_.merge(params, alpha_);
+  const RoundStats s = current().finish(round_);
+  current().merge(params, alpha_);
+  outer_.stepped(round_.in.fragment);
   state_ = State::idle;
   return s;
 }
@@ -87,11 +90,11 @@ std::optional<RoundStats> OverlappedSync::end_round(FlatParams& params, const Ro
   if (state_ != State::idle) {
     throw CommError("internal: a round ended while the previous sync was in flight");
   }
-  round_ = outer_.stage(params, in, /*asynchronous=*/true);
+  round_ = outer_.at(in.fragment).stage(params, in, /*asynchronous=*/true);
   due_step_ = step + tau_;
   handed_at_ = compute_now();
   state_ = State::running;
-  thread_->start([this] { outer_.reduce(round_); });
+  thread_->start([this] { current().reduce(round_); });
   return std::nullopt;
 }
 

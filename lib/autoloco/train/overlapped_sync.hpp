@@ -32,13 +32,15 @@ class OverlappedSync final : public SyncPipeline {
   SyncClock clock() const override { return clock_; }
   void restore_clock(const SyncClock& clock) override { clock_ = clock; }
   std::string describe() const override;
-  OuterSync& outer() override { return outer_; }
+  FragmentedOuter& outer() override { return outer_; }
 
   // Bytes of the buffers the communication thread works in, per rank.
   int64_t thread_buffer_bytes() const;
 
  private:
   enum class State { idle, running, arrived };
+  // The fragment's OuterSync that the sync in flight uses.
+  OuterSync& current() { return outer_.at(round_.in.fragment); }
   double compute_now() const { return wall_.seconds() - clock_.wait_s; }
   // Waits for the thread (if running); the wait is the main thread's, not compute.
   void await();
@@ -51,7 +53,7 @@ class OverlappedSync final : public SyncPipeline {
   WanLink& link_;
   MpiCommunicator thread_intra_;  // the thread's duplicate of the intra-dc communicator
   HierarchicalAllreduce reducer_;
-  OuterSync outer_;
+  FragmentedOuter outer_;
   State state_ = State::idle;
   StagedRound round_;
   int64_t due_step_ = 0;

@@ -17,14 +17,14 @@
 #include "autoloco/config/config.hpp"
 #include "autoloco/optim/flat_params.hpp"
 #include "autoloco/optim/round_stats.hpp"
-#include "autoloco/train/outer_sync.hpp"
+#include "autoloco/train/fragmented_outer.hpp"
 #include "autoloco/util/timer.hpp"
 
 namespace autoloco {
 
 // An overlapped round whose all-reduce has finished but whose outer step is not applied yet:
 // what a checkpoint keeps so that the resume applies it at the same step (its Σ w_i Δ_i lies in
-// OuterSync::staging()).
+// the staging() of its fragment's OuterSync).
 struct PendingSync {
   int64_t due_step = 0;
   StagedRound round;
@@ -43,8 +43,8 @@ class SyncPipeline {
 
   // After inner step `step` (every rank together): applies the sync that is due at `step`.
   virtual std::optional<RoundStats> poll(FlatParams& params, int64_t step) = 0;
-  // The round that ended with inner step `step` starts its sync; returns its statistics if
-  // they arrived already (blocking).
+  // The round (with fragments: the period of fragment in.fragment) that ended with inner step
+  // `step` starts its sync; returns its statistics if they arrived already (blocking).
   virtual std::optional<RoundStats> end_round(FlatParams& params, const RoundInput& in,
                                               int64_t step) = 0;
   // Applies the sync in flight now, whatever its due step: the run's end, or a round that
@@ -62,8 +62,8 @@ class SyncPipeline {
   // One line for the start log.
   virtual std::string describe() const = 0;
 
-  virtual OuterSync& outer() = 0;
-  const OuterSync& outer() const { return const_cast<SyncPipeline*>(this)->outer(); }
+  virtual FragmentedOuter& outer() = 0;
+  const FragmentedOuter& outer() const { return const_cast<SyncPipeline*>(this)->outer(); }
 };
 
 // Blocking for outer.overlap_steps = 0, overlapped otherwise. `intra` spans the dc (the

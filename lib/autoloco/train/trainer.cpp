@@ -85,6 +85,8 @@ Trainer::Trainer(const Config& config, MPI_Comm world, TrainerOptions options)
     sync_ = make_sync_pipeline(config_, params(), *intra_mpi_, *wan_, state_device, wall_);
     controller_ = make_interval_controller(config_);
     H_ = controller_->first_interval();
+    schedule_ = FragmentSchedule(static_cast<int64_t>(sync_->outer().size()));
+    periods_.resize(sync_->outer().size());
   }
   initial_batch_ = instances_[0].batch->plan().batch;
   initial_dc_batch_ = initial_batch_ * static_cast<int64_t>(instances_.size());
@@ -165,6 +167,10 @@ torch::Tensor Trainer::anchor() const {
   return sync_ ? sync_->outer().anchor() : torch::Tensor();
 }
 
+const OuterOptimizer& Trainer::outer_optimizer() const {
+  return sync_->outer().last_optimizer();
+}
+
 StepResult Trainer::train_step() {
   StepResult r;
   // Per instance, on the device and not yet read: loss, gradient norm, then (adaptive batch)
@@ -211,13 +217,17 @@ StepResult Trainer::train_step() {
     if (topo_.num_dcs > 1) ++rounds_;  // ddp synchronizes the dcs at every step
     return r;
   }
-  ++round_steps_;
-  round_loss_sum_ += r.loss;
-  round_lr_sum_ += r.lr;
-  // An overlapped round's outer step lands tau steps after its end; then this step may end the
-  // next round.
+  for (SyncPeriod& period : periods_) {
+    ++period.steps;
+    period.loss_sum += r.loss;
+    period.lr_sum += r.lr;
+    period.sequences += dc_batches_[static_cast<size_t>(topo_.dc)];
+  }
+  // An overlapped sync's outer step lands tau steps after it started; then this step may end
+  // the next period.
   if (auto landed = sync_->poll(params(), step_)) on_round(*landed, r);
-  if (round_steps_ >= H_ || finished()) end_round(r);
+  for (const int64_t fragment : schedule_.due(step_, H_, finished()))
+    end_round(fragment, r);
   return r;
 }
 
@@ -274,13 +284,35 @@ void Trainer::merge_two_instances(size_t i, size_t j) {
   instances_.erase(instances_.begin() + static_cast<std::ptrdiff_t>(j));
 }
 
-RoundInput Trainer::round_input() {
-  // One tiny intra-dc collective per round: the dc's means, so that every member puts the same
-  // scalars into the round's message, and the round's gradient-noise sums of its samples.
+RoundInput Trainer::round_input(int64_t fragment) {
+  const SyncPeriod& period = periods_[static_cast<size_t>(fragment)];
+  // Batches change only at a cycle's end (fragment 0's sync; every sync without fragments).
+  const bool cycle_end = fragment == 0;
+  // One tiny intra-dc collective per sync: the dc's means, so that every member puts the same
+  // scalars into the message, and at a cycle's end its gradient-noise sums.
   constexpr size_t kNoise = NoiseSums::kCount;
-  std::vector<double> dc_sums(2 + kNoise * instances_.size(), 0.0);
-  dc_sums[0] = round_loss_sum_ / static_cast<double>(round_steps_);
-  dc_sums[1] = compute_seconds() - round_start_compute_s_;
+  std::vector<double> dc_sums(2 + (cycle_end ? kNoise * instances_.size() : 0), 0.0);
+  dc_sums[0] = period.loss_sum / static_cast<double>(period.steps);
+  dc_sums[1] = compute_seconds() - period.start_compute_s;
+  const auto sequence_tokens = static_cast<double>(topo_.ranks_per_dc * config_.model.seq_len);
+  RoundInput in;
+  in.round = rounds_ + 1;
+  in.fragment = fragment;
+  in.step = progress_step();
+  in.H = period.steps;
+  in.lr_sum = period.lr_sum;
+  // Dcs weigh in by their tokens (ALGORITHMS.md §1): relative to the first round's batch, so
+  // that equal batches give weights of exactly 1.
+  in.tokens = static_cast<double>(period.sequences) * sequence_tokens;
+  in.nominal_tokens = static_cast<double>(initial_dc_batch_ * period.steps) * sequence_tokens;
+  in.dc = topo_.dc;
+  if (!cycle_end) {
+    intra_mpi_->allreduce_sum(dc_sums.data(), dc_sums.size());
+    in.loss = dc_sums[0] / topo_.ranks_per_dc;
+    in.seconds = dc_sums[1] / topo_.ranks_per_dc;
+    in.next_batch = static_cast<double>(dc_batches_[static_cast<size_t>(topo_.dc)]);
+    return in;
+  }
   for (size_t i = 0; i < instances_.size(); ++i) {
     const auto noise = instances_[i].round_noise.to_array();
     std::copy(noise.begin(), noise.end(),
@@ -303,41 +335,37 @@ RoundInput Trainer::round_input() {
     const int64_t from = instances_[pending_merge_->second].batch->plan().batch;
     decision.batch += into.absorbed(from) - into.plan().batch - from;
   }
-
-  const double sequence_tokens =
-      static_cast<double>(topo_.ranks_per_dc * config_.model.seq_len * round_steps_);
-  RoundInput in;
-  in.round = rounds_ + 1;
-  in.step = progress_step();
-  in.H = round_steps_;
   in.loss = dc_sums[0] / topo_.ranks_per_dc;
-  in.lr_sum = round_lr_sum_;
-  // Dcs weigh in by their tokens (ALGORITHMS.md §1): relative to the first round's, so that
-  // equal batches give weights of exactly 1.
-  in.tokens = static_cast<double>(dc_batches_[static_cast<size_t>(topo_.dc)]) * sequence_tokens;
-  in.nominal_tokens = static_cast<double>(initial_dc_batch_) * sequence_tokens;
   in.seconds = dc_sums[1] / topo_.ranks_per_dc;
-  in.dc = topo_.dc;
   in.next_batch = static_cast<double>(decision.batch);
   in.demand = decision.demand;
   return in;
 }
 
-void Trainer::end_round(StepResult& r) {
-  // A round as short as tau (the run's last) ends before its predecessor landed: land it now.
+void Trainer::end_round(int64_t fragment, StepResult& r) {
+  // A period as short as tau (the run's last) ends before its predecessor landed: land it now.
   if (auto late = sync_->flush(params())) on_round(*late, r);
-  const RoundInput in = round_input();
+  if (config_.interval.check_consistency && config_.outer.fragments > 1) check_sync_order(fragment);
+  const RoundInput in = round_input(fragment);
   std::optional<RoundStats> landed = sync_->end_round(params(), in, step_);
-  round_start_compute_s_ = compute_seconds();
-  round_steps_ = 0;
-  round_loss_sum_ = 0.0;
-  round_lr_sum_ = 0.0;
+  schedule_.synced(fragment, step_);
+  periods_[static_cast<size_t>(fragment)] = SyncPeriod{};
+  periods_[static_cast<size_t>(fragment)].start_compute_s = compute_seconds();
   // No steps are left to overlap the run's last sync.
   if (!landed && finished()) landed = sync_->flush(params());
   if (landed) on_round(*landed, r);
 }
 
-void Trainer::on_round(const RoundStats& s, StepResult& r) {
+void Trainer::on_round(const RoundStats& sync, StepResult& r) {
+  landed_dc_bytes_ += sync.dc_bytes;
+  peak_sync_dc_bytes_ = std::max(peak_sync_dc_bytes_, sync.dc_bytes);
+  if (sync.fragment != 0) {
+    // A fragment's sync within the cycle: its line, and its statistics for the cycle's.
+    cycle_.add(sync);
+    log_round(sync, last_round_batches_);
+    return;
+  }
+  const RoundStats s = cycle_.close(sync);
   for (size_t i = 1; i < instances_.size(); ++i) {
     torch::NoGradGuard no_grad;
     instances_[i].params->values().copy_(params().values());
@@ -346,22 +374,22 @@ void Trainer::on_round(const RoundStats& s, StepResult& r) {
   for (size_t d = 0; d < dc_batches_.size(); ++d)
     dc_batches_[d] = std::llround(s.next_batch[d]);
   ++rounds_;
-  landed_dc_bytes_ += s.dc_bytes;
   if (pending_merge_) merge_two_instances(pending_merge_->first, pending_merge_->second);
   pending_merge_.reset();
   h_per_round_.push_back(s.H);
   H_ = controller_->next_interval(s);
   if (config_.interval.check_consistency) check_round_consistency(s);
-  log_round(s, last_round_batches_);
+  log_round(sync, last_round_batches_);
   r.round = s;
 }
 
 double Trainer::evaluate() {
   torch::NoGradGuard no_grad;
   GPT& model = instances_[0].model;  // every instance holds the anchor at a round's end
-  // An overlapped replica trains on past the round's end: the model borrows the anchor.
+  // An overlapped replica trains on past the round's end, and fragments synced earlier in the
+  // cycle have trained since: the model borrows the anchor.
   torch::Tensor own;
-  if (sync_ && config_.outer.overlap_steps > 0) {
+  if (sync_ && (config_.outer.overlap_steps > 0 || config_.outer.fragments > 1)) {
     own = params().values().clone();
     params().values().copy_(anchor());
   }
@@ -462,6 +490,9 @@ TrainSummary Trainer::train() {
   s.final_batch = last_round_batches_.empty() ? dc_batch_sequences() : last_round_batches_;
   s.rounds = rounds_;
   s.inter_dc_bytes = inter_dc_bytes();
+  // ddp sends one message of equal size per step.
+  s.peak_sync_bytes =
+      sync_ ? peak_sync_dc_bytes_ * topo_.num_dcs : (rounds_ > 0 ? s.inter_dc_bytes / rounds_ : 0);
   s.wall_s = wall_.seconds();
   s.link_s = wan_->link_seconds();
   s.exposed_link_s = exposed_link_seconds();

@@ -28,12 +28,14 @@
 #include "autoloco/optim/inner_optimizer.hpp"
 #include "autoloco/optim/round_stats.hpp"
 #include "autoloco/sched/batch_controller.hpp"
+#include "autoloco/sched/fragment_schedule.hpp"
 #include "autoloco/sched/interval_controller.hpp"
 #include "autoloco/train/batch_step.hpp"
 #include "autoloco/train/gradient_sync.hpp"
 #include "autoloco/train/instance_streams.hpp"
 #include "autoloco/train/model_instance.hpp"
 #include "autoloco/train/outer_sync.hpp"
+#include "autoloco/train/sync_periods.hpp"
 #include "autoloco/train/sync_pipeline.hpp"
 #include "autoloco/util/timer.hpp"
 
@@ -59,11 +61,15 @@ struct StepResult {
   std::optional<RoundStats> round;  // set when this step ended a round
 };
 
+class H5Writer;
+class H5Reader;
+
 struct TrainSummary {
   int64_t steps = 0;
-  int64_t tokens = 0;          // all ranks
-  int64_t rounds = 0;          // inter-dc synchronizations
-  int64_t inter_dc_bytes = 0;  // all dcs together
+  int64_t tokens = 0;           // all ranks
+  int64_t rounds = 0;           // inter-dc synchronizations
+  int64_t inter_dc_bytes = 0;   // all dcs together
+  int64_t peak_sync_bytes = 0;  // the largest single sync, all dcs together
   double final_train_loss = NAN;
   double final_eval_loss = NAN;
   double wall_s = 0.0;
@@ -116,8 +122,9 @@ class Trainer {
   int64_t interval() const { return H_; }
   // The anchor (outer methods; undefined for ddp).
   torch::Tensor anchor() const;
-  // The outer optimizer (outer methods), e.g. for the momentum and lr its last step used.
-  const OuterOptimizer& outer_optimizer() const { return sync_->outer().optimizer(); }
+  // The outer optimizer (outer methods; with fragments, the last one that stepped), e.g. for the
+  // momentum and lr its last step used.
+  const OuterOptimizer& outer_optimizer() const;
   // An overlapped round's sync has started and its outer step has not landed yet.
   bool sync_in_flight() const { return sync_ && sync_->in_flight(); }
   const WanLink& wan() const { return *wan_; }
@@ -176,19 +183,26 @@ class Trainer {
   ManifestFile write_global_file(const std::string& dir, const std::string& reason);
   ManifestFile write_dc_file(const std::string& dir);
   ManifestFile write_rank_file(const std::string& dir);
+  void write_fragment_schedule(H5Writer& w);
+  void read_fragment_schedule(const H5Reader& g);
   unsigned checkpoint_flags();
   // Drops the instances that a checkpoint's instances/active no longer lists (merged ones).
   void keep_instances(const std::vector<int64_t>& active, const std::string& file);
 
   void log_start() const;
-  // The round ends with this step: its sync starts (and, blocking, lands).
-  void end_round(StepResult& r);
-  // What this dc brings to the round's message; decides the dc's next batches.
-  RoundInput round_input();
-  // A round's statistics arrived (its outer step has landed): counters, the next H, the log.
+  // Fragment p's period (the round, with one fragment) ends with this step: its sync starts
+  // (and, blocking, lands).
+  void end_round(int64_t fragment, StepResult& r);
+  // What this dc brings to fragment p's message; at a cycle's end (fragment 0) it also decides
+  // the dc's next batches.
+  RoundInput round_input(int64_t fragment);
+  // A sync's statistics arrived (its outer step has landed): the log, and at a cycle's end the
+  // counters and the next H.
   void on_round(const RoundStats& s, StepResult& r);
   // interval.check_consistency: one all-gather; throws CommError naming two ranks that differ.
   void check_round_consistency(const RoundStats& s);
+  // interval.check_consistency with fragments: every rank is about to sync the same fragment.
+  void check_sync_order(int64_t fragment);
   double world_mean(double value);
   double lr_scale(const ModelInstance& inst) const;  // batch.lr_scaling for its batch
   std::vector<int64_t> dc_batch_sequences() const;   // per dc, sequences per inner step
@@ -236,11 +250,12 @@ class Trainer {
   // Bytes one dc sent for the rounds that landed (outer methods): what the logs report, the same
   // whenever the communication thread happens to finish.
   int64_t landed_dc_bytes_ = 0;
-  int64_t H_ = 0;            // planned length of the current round
-  int64_t round_steps_ = 0;  // steps done in the current round
-  double round_loss_sum_ = 0.0;
-  double round_lr_sum_ = 0.0;
-  double round_start_compute_s_ = 0.0;
+  int64_t H_ = 0;  // planned length of the current round (with fragments: cycle)
+  // Per fragment (one without outer.fragments): its period so far and when it syncs.
+  std::vector<SyncPeriod> periods_;
+  FragmentSchedule schedule_{1};
+  CycleStats cycle_;
+  int64_t peak_sync_dc_bytes_ = 0;  // the largest sync, bytes one dc sent
   std::vector<int64_t> h_per_round_;
   LoopState loop_;
   Timer wall_;

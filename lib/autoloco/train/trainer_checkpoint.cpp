@@ -122,11 +122,12 @@ void write_pending_global(H5Writer& w, SyncPipeline& sync) {
   w.write("sync/pending", int64_t{p ? 1 : 0});
   if (!p) return;
   w.write("sync/pending_due_step", p->due_step);
-  w.write("sync/pending_round", std::vector<int64_t>{p->round.in.round, p->round.in.step,
-                                                     p->round.in.H, p->round.dc_bytes});
+  w.write("sync/pending_round",
+          std::vector<int64_t>{p->round.in.round, p->round.in.step, p->round.in.H,
+                               p->round.dc_bytes, p->round.in.fragment});
   w.write("sync/pending_scalars", p->round.scalars);
   w.write("sync/pending_link_s", p->round.link_s);
-  write_tensor(w, "sync/pending_sum", sync.outer().staging());
+  write_tensor(w, "sync/pending_sum", sync.outer().at(p->round.in.fragment).staging());
 }
 
 void write_sync_rank(H5Writer& w, SyncPipeline& sync) {
@@ -146,9 +147,17 @@ void read_sync(const H5Reader& g, const H5Reader& k, SyncPipeline& sync, const W
   PendingSync p;
   p.due_step = g.read_int("sync/pending_due_step");
   const std::vector<int64_t> round = g.read_i64("sync/pending_round");
-  if (round.size() != 4) {
+  // Four values before fragments, then the fragment.
+  if (round.size() != 4 && round.size() != 5) {
     throw CheckpointError(
-        fmt::format("'{}': sync/pending_round has {} values, not 4", g.path(), round.size()));
+        fmt::format("'{}': sync/pending_round has {} values, not 5", g.path(), round.size()));
+  }
+  p.round.in.fragment = round.size() == 5 ? round[4] : 0;
+  if (p.round.in.fragment < 0 || p.round.in.fragment >= static_cast<int64_t>(sync.outer().size())) {
+    throw ResumeMismatch(
+        fmt::format("'{}': the sync in flight is fragment {}, but this run has {} fragments "
+                    "(outer.fragments): resume with the outer.fragments it was written with",
+                    g.path(), p.round.in.fragment, sync.outer().size()));
   }
   p.round.in.round = round[0];
   p.round.in.step = round[1];
@@ -156,7 +165,7 @@ void read_sync(const H5Reader& g, const H5Reader& k, SyncPipeline& sync, const W
   p.round.dc_bytes = round[3];
   p.round.scalars = g.read_f64("sync/pending_scalars");
   p.round.link_s = g.read_double("sync/pending_link_s");
-  read_tensor(g, "sync/pending_sum", sync.outer().staging());
+  read_tensor(g, "sync/pending_sum", sync.outer().at(p.round.in.fragment).staging());
   p.handed_at = k.has("sync/pending_handed_at") ? k.read_double("sync/pending_handed_at") : 0.0;
   sync.restore(p);
 }
@@ -197,10 +206,13 @@ ManifestFile Trainer::write_global_file(const std::string& dir, const std::strin
   w.write("model/numel", params().numel());
   w.write("counters/step", step_);
   w.write("counters/rounds", rounds_);
-  w.write("counters/round_steps", round_steps_);
+  // Fragment 0's period is the round (its keys are those of checkpoints before fragments).
+  w.write("counters/round_steps", periods_.empty() ? int64_t{0} : periods_[0].steps);
   w.write("counters/H", H_);
   w.write("counters/h_per_round", h_per_round_);
-  w.write("counters/round_lr_sum", round_lr_sum_);
+  w.write("counters/round_lr_sum", periods_.empty() ? 0.0 : periods_[0].lr_sum);
+  w.write("counters/peak_sync_dc_bytes", peak_sync_dc_bytes_);
+  if (periods_.size() > 1) write_fragment_schedule(w);
   w.write("counters/tokens", tokens_);
   w.write("counters/tokens_at_log", loop_.tokens_at_log);
   w.write("batch/controller", instances_[0].batch->name());
@@ -213,7 +225,7 @@ ManifestFile Trainer::write_global_file(const std::string& dir, const std::strin
   w.write("run/syncs_bytes", run_dir_ ? run_dir_->syncs_bytes() : int64_t{0});
   if (sync_) {
     write_tensor(w, "outer/anchor", anchor());
-    for (const auto& [name, tensor] : sync_->outer().optimizer().state()) {
+    for (const auto& [name, tensor] : sync_->outer().optimizer_state()) {
       if (tensor.defined()) write_tensor(w, "outer/" + name, tensor);
     }
     write_pending_global(w, *sync_);
@@ -261,8 +273,17 @@ ManifestFile Trainer::write_rank_file(const std::string& dir) {
   }
   w.write("loop/loss_sum", loop_.loss_sum);
   w.write("loop/loss_count", loop_.loss_count);
-  w.write("round/loss_sum", round_loss_sum_);
-  w.write("round/start_compute_s", round_start_compute_s_);
+  w.write("round/loss_sum", periods_.empty() ? 0.0 : periods_[0].loss_sum);
+  w.write("round/start_compute_s", periods_.empty() ? 0.0 : periods_[0].start_compute_s);
+  if (periods_.size() > 1) {
+    std::vector<double> loss, start;
+    for (const SyncPeriod& p : periods_) {
+      loss.push_back(p.loss_sum);
+      start.push_back(p.start_compute_s);
+    }
+    w.write("fragments/loss_sum", loss);
+    w.write("fragments/start_compute_s", start);
+  }
   w.write("clock/wall_s", wall_.seconds());
   const WanCounters c = wan_->counters();
   w.write("wan/dc_bytes", c.dc_bytes);
@@ -452,6 +473,61 @@ void Trainer::check_resumable(const std::string& path) {
   }
 }
 
+// With fragments, the schedule and each fragment's period (the global file; the per-rank parts
+// are in the rank file); with one fragment the round's keys say it all.
+void Trainer::write_fragment_schedule(H5Writer& w) {
+  std::vector<int64_t> steps, sequences;
+  std::vector<double> lr;
+  for (const SyncPeriod& p : periods_) {
+    steps.push_back(p.steps);
+    sequences.push_back(p.sequences);
+    lr.push_back(p.lr_sum);
+  }
+  w.write("fragments/period_steps", steps);
+  w.write("fragments/period_sequences", sequences);
+  w.write("fragments/period_lr_sum", lr);
+  w.write("fragments/last_synced", schedule_.last_synced());
+  w.write("fragments/cycle_start", schedule_.cycle_start());
+  w.write("fragments/cycle_stats", cycle_.state());
+}
+
+void Trainer::read_fragment_schedule(const H5Reader& g) {
+  const auto P = static_cast<int64_t>(periods_.size());
+  const int64_t written = g.has("fragments/last_synced")
+                              ? static_cast<int64_t>(g.read_i64("fragments/last_synced").size())
+                              : 1;
+  if (written != P) {
+    throw ResumeMismatch(
+        fmt::format("'{}' was written with outer.fragments={}, this run has {}: resume with the "
+                    "outer.fragments it was written with",
+                    g.path(), written, P));
+  }
+  if (P == 1) {
+    periods_[0].steps = g.read_int("counters/round_steps");
+    periods_[0].lr_sum = g.read_double("counters/round_lr_sum");
+    // A round runs one batch: the dc's current one.
+    periods_[0].sequences = periods_[0].steps * dc_batches_[static_cast<size_t>(topo_.dc)];
+    const int64_t start = step_ - periods_[0].steps;
+    schedule_.restore(start, {start});
+    return;
+  }
+  const std::vector<int64_t> steps = g.read_i64("fragments/period_steps");
+  const std::vector<int64_t> sequences = g.read_i64("fragments/period_sequences");
+  const std::vector<double> lr = g.read_f64("fragments/period_lr_sum");
+  if (steps.size() != periods_.size() || sequences.size() != periods_.size() ||
+      lr.size() != periods_.size()) {
+    throw CheckpointError(
+        fmt::format("'{}': the fragments/period_* datasets do not have {} values", g.path(), P));
+  }
+  for (size_t p = 0; p < periods_.size(); ++p) {
+    periods_[p].steps = steps[p];
+    periods_[p].sequences = sequences[p];
+    periods_[p].lr_sum = lr[p];
+  }
+  schedule_.restore(g.read_int("fragments/cycle_start"), g.read_i64("fragments/last_synced"));
+  cycle_.load_state(g.read_f64("fragments/cycle_stats"));
+}
+
 Trainer::Resumed Trainer::load_checkpoint(const std::string& path) {
   const Manifest m = read_manifest(path);
   Resumed r;
@@ -460,10 +536,11 @@ Trainer::Resumed Trainer::load_checkpoint(const std::string& path) {
     const H5Reader g(path + "/" + kGlobalFile, &manifest_entry(m, path, kGlobalFile).datasets);
     step_ = g.read_int("counters/step");
     rounds_ = g.read_int("counters/rounds");
-    round_steps_ = g.read_int("counters/round_steps");
     H_ = g.read_int("counters/H");
     h_per_round_ = g.read_i64("counters/h_per_round");
-    round_lr_sum_ = g.read_double("counters/round_lr_sum");
+    if (g.has("counters/peak_sync_dc_bytes")) {
+      peak_sync_dc_bytes_ = g.read_int("counters/peak_sync_dc_bytes");
+    }
     // Checkpoints from before adaptive batches (same format) ran a fixed batch.
     tokens_ = g.has("counters/tokens") ? g.read_int("counters/tokens") : step_ * tokens_per_step();
     loop_.tokens_at_log =
@@ -478,15 +555,18 @@ Trainer::Resumed Trainer::load_checkpoint(const std::string& path) {
     r.metrics_bytes = g.read_int("run/metrics_bytes");
     r.syncs_bytes = g.read_int("run/syncs_bytes");
     if (sync_) {
-      read_tensor(g, "outer/anchor", sync_->outer().anchor());
-      for (const auto& [name, tensor] : sync_->outer().optimizer().state()) {
+      read_fragment_schedule(g);
+      torch::Tensor whole = torch::empty_like(anchor());
+      read_tensor(g, "outer/anchor", whole);
+      sync_->outer().load_anchor(whole);
+      for (const auto& [name, tensor] : sync_->outer().optimizer_state()) {
         const std::string key = "outer/" + name;
         torch::Tensor value;
         if (g.has(key)) {
-          value = torch::empty_like(anchor());
+          value = torch::empty_like(whole);
           read_tensor(g, key, value);
         }
-        sync_->outer().optimizer().load_state(name, value);
+        sync_->outer().load_optimizer_state(name, value);
       }
       controller_->load_state(g.read_f64("controller/state"));
     }
@@ -532,8 +612,18 @@ Trainer::Resumed Trainer::load_checkpoint(const std::string& path) {
     }
     loop_.loss_sum = k.read_double("loop/loss_sum");
     loop_.loss_count = k.read_int("loop/loss_count");
-    round_loss_sum_ = k.read_double("round/loss_sum");
-    round_start_compute_s_ = k.read_double("round/start_compute_s");
+    if (!periods_.empty()) {
+      periods_[0].loss_sum = k.read_double("round/loss_sum");
+      periods_[0].start_compute_s = k.read_double("round/start_compute_s");
+    }
+    if (periods_.size() > 1) {
+      const std::vector<double> loss = k.read_f64("fragments/loss_sum");
+      const std::vector<double> start = k.read_f64("fragments/start_compute_s");
+      for (size_t p = 0; p < periods_.size() && p < loss.size() && p < start.size(); ++p) {
+        periods_[p].loss_sum = loss[p];
+        periods_[p].start_compute_s = start[p];
+      }
+    }
 
     resumed_wall_s_ = k.read_double("clock/wall_s");
     wan_->restore(WanCounters{k.read_int("wan/dc_bytes"), k.read_int("wan/messages"),

@@ -46,6 +46,10 @@ void Trainer::log_start() const {
               o.wire_dtype, anchor().device().str(), grad_comm_->backend());
     log::info("interval {}", controller_->describe());
     log::info("{}", sync_->describe());
+    if (sync_->outer().size() > 1) {
+      for (const std::string& line : sync_->outer().describe())
+        log::info("  {}", line);
+    }
   } else {
     log::info("method ddp: gradients all-reduced over the world every step, wire {} | intra-dc {}",
               o.wire_dtype, grad_comm_->backend());
@@ -102,29 +106,36 @@ void Trainer::log_round(const RoundStats& s, const std::vector<int64_t>& batches
     next_batch.push_back(std::llround(s.next_batch[d]) * topo_.ranks_per_dc);
     demand.push_back(s.demand[d] * static_cast<double>(topo_.ranks_per_dc));
   }
-  run_dir_->append_sync(JsonObject()
-                            .add("round", s.round)
-                            // An overlapped round lands round_steps_ steps after it ended.
-                            .add("step", step_ - round_steps_)
-                            .add("H", s.H)
-                            .add("loss", s.loss)
-                            .add("lr_sum", s.lr_sum)
-                            .add("tokens", s.tokens)
-                            .add("progress_step", s.step)
-                            .add("batch", batches)
-                            .add("next_batch", next_batch)
-                            .add("batch_demand", demand)
-                            .add("inter_dc_bytes", s.dc_bytes * topo_.num_dcs)
-                            .add("link_s", s.link_s)
-                            .add("delta_norm", std::sqrt(s.avg_delta_sq))
-                            .add("mean_delta_norm", s.mean_delta_norm)
-                            .add("rho", s.rho)
-                            .add("q", s.q())
-                            .add("round_s", s.round_s)
-                            .add("outer_lr", sync_->outer().optimizer().last_lr())
-                            .add("outer_momentum", sync_->outer().optimizer().last_momentum())
-                            .add("next_H", H_)
-                            .add("landed_step", step_)
+  const OuterOptimizer& outer = sync_->outer().last_optimizer();
+  JsonObject line;
+  line.add("round", s.round);
+  if (config_.outer.fragments > 1) line.add("fragment", s.fragment);
+  // An overlapped sync lands some steps after it started.
+  line.add("step", schedule_.last_synced()[static_cast<size_t>(s.fragment)])
+      .add("H", s.H)
+      .add("loss", s.loss)
+      .add("lr_sum", s.lr_sum)
+      .add("tokens", s.tokens)
+      .add("progress_step", s.step)
+      .add("batch", batches)
+      .add("next_batch", next_batch)
+      .add("batch_demand", demand)
+      .add("inter_dc_bytes", s.dc_bytes * topo_.num_dcs)
+      .add("link_s", s.link_s)
+      .add("delta_norm", std::sqrt(s.avg_delta_sq))
+      .add("mean_delta_norm", s.mean_delta_norm)
+      .add("rho", s.rho)
+      .add("q", s.q())
+      .add("round_s", s.round_s)
+      .add("outer_lr", outer.last_lr())
+      .add("outer_momentum", outer.last_momentum())
+      .add("next_H", H_);
+  // The controller's reasons (interval.target_utilisation) on the line of the sync that set H.
+  if (s.fragment == 0) {
+    for (const auto& [name, value] : controller_->decision())
+      line.add(name, value);
+  }
+  run_dir_->append_sync(line.add("landed_step", step_)
                             .add("sim_time_s", sim_seconds())
                             .add("elapsed_s", wall_.seconds()));
 }
@@ -163,6 +174,7 @@ void Trainer::write_summary(const TrainSummary& s) {
           .add("tokens", s.tokens)
           .add("rounds", s.rounds)
           .add("inter_dc_bytes", s.inter_dc_bytes)
+          .add("peak_sync_bytes", s.peak_sync_bytes)
           .add("final_train_loss", s.final_train_loss)
           .add("final_eval_loss", s.final_eval_loss)
           .add("wall_s", s.wall_s)
@@ -174,6 +186,8 @@ void Trainer::write_summary(const TrainSummary& s) {
           .add("compute_utilisation_wall", s.compute_utilisation_wall)
           .add("overlap_steps", config_.outer.overlap_steps)
           .add("overlap_alpha", config_.outer.overlap_alpha)
+          .add("fragments", config_.outer.fragments)
+          .add("target_utilisation", config_.interval.target_utilisation)
           .add("method", config_.outer.method)
           .add("controller", outer_method() ? controller_->name() : std::string("none"))
           .add("correction", config_.outer.correction)

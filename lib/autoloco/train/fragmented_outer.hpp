@@ -1,0 +1,50 @@
+// The outer state of every fragment (outer.fragments, Streaming DiLoCo): one OuterSync per
+// fragment of the plan, each with its slice of the anchor and of the outer momentum, and the
+// views that the Trainer and checkpoints need of them as whole flat buffers in the parameters'
+// order, so that checkpoints do not depend on the number of fragments. With one fragment it is
+// the single OuterSync of plain DiLoCo and the views are its own tensors.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "autoloco/train/outer_sync.hpp"
+
+namespace autoloco {
+
+class FragmentedOuter {
+ public:
+  FragmentedOuter(const Config& config, FlatParams& params, HierarchicalAllreduce& reducer,
+                  WanLink& link, torch::Device state_device);
+
+  size_t size() const { return syncs_.size(); }
+  OuterSync& at(int64_t fragment) { return *syncs_.at(static_cast<size_t>(fragment)); }
+  const FragmentPlan& plan() const { return plan_; }
+
+  // The whole anchor in the parameters' order (the fragment's own tensor for one fragment, else
+  // a copy).
+  torch::Tensor anchor() const;
+  void load_anchor(const torch::Tensor& whole);
+  // The outer optimizer's state tensors, each whole in the parameters' order (undefined when no
+  // fragment has one yet), and back.
+  std::vector<std::pair<std::string, torch::Tensor>> optimizer_state() const;
+  void load_optimizer_state(const std::string& name, const torch::Tensor& whole);
+  // The optimizer of the fragment that stepped last (its lr and momentum go to the logs).
+  const OuterOptimizer& last_optimizer() const { return syncs_[last_]->optimizer(); }
+  void stepped(int64_t fragment) { last_ = static_cast<size_t>(fragment); }
+
+  int64_t buffer_bytes() const;
+  // The start log's lines: the assignment of the parameters to fragments.
+  std::vector<std::string> describe() const { return plan_.describe(); }
+
+ private:
+  FragmentPlan plan_;
+  std::vector<std::unique_ptr<OuterSync>> syncs_;
+  size_t last_ = 0;
+};
+
+}  // namespace autoloco
