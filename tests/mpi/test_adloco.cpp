@@ -144,14 +144,7 @@ TEST_CASE("adloco: a run stopped in the middle of a round resumes bitwise equal"
   CHECK(rest.steps == full.steps);
   CHECK(rest.tokens == full.tokens);
   MPI_Barrier(MPI_COMM_WORLD);
-  const std::string last = "/checkpoints/" + checkpoint_name(full.steps);
-  check_same_state(run_dir(ref) + last, run_dir(cut) + last);
-  if (world_rank() == 0) {
-    for (const char* file : {"/metrics.jsonl", "/syncs.jsonl"}) {
-      INFO(file);
-      CHECK(lines_without_clock(run_dir(ref) + file) == lines_without_clock(run_dir(cut) + file));
-    }
-  }
+  test::check_same_run(ref, cut, full.steps);
 }
 
 TEST_CASE("multi-instance: 3 instances per rank merge to one and a stopped run resumes exactly",
@@ -192,4 +185,42 @@ TEST_CASE("multi-instance: 3 instances per rank merge to one and a stopped run r
     CHECK(dc0.read_i64("instances/active") == std::vector<int64_t>{0, 1, 2});
     CHECK(dc0.has("instance_2/adamw/exp_avg"));
   }
+}
+
+// With fragments (outer.fragments 2, H 4: fragment 1 after steps 2, 6, ..., fragment 0 after 4,
+// 8, ...) the batch changes only at a cycle's end: fragment 1's messages carry the current
+// batch, and each sync weighs the dcs by the tokens of its own period.
+TEST_CASE("adloco with fragments: batches change at cycle ends and a stop resumes exactly",
+          "[np=4][adloco][fragments][resume]") {
+  const SharedCorpus corpus("adloco-fragments");
+  auto config = [&](const std::string& name) {
+    Config c = adloco_config(corpus, 2, name);
+    c.outer.fragments = 2;
+    return c;
+  };
+  const Config ref = config("reference");
+  const TrainSummary full = run(ref);
+  CHECK(full.final_batch != std::vector<int64_t>{4, 4});  // it grew from 2 per rank
+  const Config cut = config("cut");
+  const int64_t stop = 13;  // after fragment 0's sync at 12, before fragment 1's at 14
+  CHECK(run(cut, "", stop).steps == stop);
+  const TrainSummary rest = run(cut, "auto");
+  CHECK(rest.steps == full.steps);
+  CHECK(rest.tokens == full.tokens);
+  MPI_Barrier(MPI_COMM_WORLD);
+  test::check_same_run(ref, cut, full.steps);
+  if (world_rank() != 0) return;
+  std::ifstream syncs(run_dir(ref) + "/syncs.jsonl");
+  int fragment_syncs = 0;
+  for (std::string line; std::getline(syncs, line);) {
+    if (line.find("\"fragment\":1") == std::string::npos) continue;
+    ++fragment_syncs;
+    const auto list = [&](const std::string& key) {
+      const size_t at = line.find("\"" + key + "\":[");
+      return line.substr(at + key.size() + 3, line.find(']', at) - at - key.size() - 3);
+    };
+    INFO(line);
+    CHECK(list("next_batch") == list("batch"));
+  }
+  CHECK(fragment_syncs >= 6);
 }

@@ -101,10 +101,8 @@ TEST_CASE("WAN model: accounted time and bytes follow the formula for the bytes 
   CHECK(model.seconds(message) == Approx(per_sync).epsilon(1e-12));
 }
 
-TEST_CASE(
-    "diloco across 2 dcs: replicas agree inside each dc after every step and all dcs "
-    "hold the same anchor after every round",
-    "[np=4][multi_dc]") {
+TEST_CASE("diloco across 2 dcs: replicas agree in each dc every step, anchors every round",
+          "[np=4][multi_dc]") {
   const SharedCorpus corpus("agree");
   Config config = corpus.config(2);
   config.interval.H = 3;
@@ -154,10 +152,8 @@ TEST_CASE("ddp across 2 dcs: every replica of the world stays identical", "[np=4
         5 * 2 * static_cast<int64_t>(PackedLayout{shard, DType::f32, 0}.bytes()));
 }
 
-TEST_CASE(
-    "sign check: inner SGD with H = 1 and outer SGD lr 1 without momentum is synchronous "
-    "SGD",
-    "[np=4][multi_dc]") {
+TEST_CASE("sign check: inner SGD, H 1, outer SGD lr 1 without momentum is synchronous SGD",
+          "[np=4][multi_dc]") {
   const SharedCorpus corpus("sign");
   Config base = corpus.config(2);
   base.inner.optimizer = "sgd";

@@ -17,8 +17,6 @@
 #include "autoloco/util/mpi_threads.hpp"
 
 using namespace autoloco;
-using test::check_same_state;
-using test::lines_without_clock;
 using test::reference_diloco;
 using test::run;
 using test::run_dir;
@@ -143,13 +141,7 @@ TEST_CASE("a run stopped with a sync in flight resumes bitwise equal to the unin
     CHECK(g.read_int("sync/pending") == 1);
     CHECK(g.read_int("sync/pending_due_step") == step + 1);
   }
-  check_same_state(run_dir(ref) + "/checkpoints/" + checkpoint_name(20),
-                   run_dir(cut) + "/checkpoints/" + checkpoint_name(20));
-  if (world_rank() != 0) return;
-  for (const char* file : {"/metrics.jsonl", "/syncs.jsonl"}) {
-    INFO(file);
-    CHECK(lines_without_clock(run_dir(ref) + file) == lines_without_clock(run_dir(cut) + file));
-  }
+  test::check_same_run(ref, cut, 20);
 }
 
 TEST_CASE("the communication thread gets MPI_THREAD_MULTIPLE", "[np=4][overlap]") {

@@ -94,4 +94,18 @@ inline void check_same_state(const std::string& a, const std::string& b, int dcs
   }
 }
 
+// A resumed run `cut` ended as the uninterrupted `ref`: their checkpoints at `step` hold the same
+// state, and metrics.jsonl and syncs.jsonl the same lines but for the clocks.
+inline void check_same_run(const Config& ref, const Config& cut, int64_t step) {
+  const std::string last = "/checkpoints/" + checkpoint_name(step);
+  check_same_state(run_dir(ref) + last, run_dir(cut) + last);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (rank != 0) return;
+  for (const char* file : {"/metrics.jsonl", "/syncs.jsonl"}) {
+    INFO(file);
+    CHECK(lines_without_clock(run_dir(ref) + file) == lines_without_clock(run_dir(cut) + file));
+  }
+}
+
 }  // namespace autoloco::test

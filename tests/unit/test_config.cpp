@@ -111,56 +111,54 @@ TEST_CASE("config: edit distance and suggestions", "[config]") {
   CHECK(did_you_mean("completely_else", {"run.seed"}).empty());
 }
 
+namespace {
+
+// The message of the ConfigError that these overrides raise, or "" when they are accepted.
+std::string config_error(const std::vector<std::string>& sets) {
+  try {
+    parse_config("", sets);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
 TEST_CASE("config: overlap needs an outer method, tau below every round, a fixed batch, no eager",
           "[config][overlap]") {
-  const auto error = [](std::vector<std::string> sets) {
-    try {
-      parse_config("", sets);
-    } catch (const ConfigError& e) {
-      return std::string(e.what());
-    }
-    return std::string();
-  };
-  CHECK(error({"outer.overlap_steps=1"}).empty());
-  CHECK_THAT(error({"outer.overlap_steps=20"}),
+  CHECK(config_error({"outer.overlap_steps=1"}).empty());
+  CHECK_THAT(config_error({"outer.overlap_steps=20"}),
              Contains("outer.overlap_steps") && Contains("below every round's length"));
-  CHECK_THAT(error({"outer.overlap_steps=12", "interval.controller=autoloco"}),
+  CHECK_THAT(config_error({"outer.overlap_steps=12", "interval.controller=autoloco"}),
              Contains("as short as 10 steps"));
-  CHECK_THAT(error({"outer.overlap_steps=6", "interval.controller=schedule",
-                    "interval.schedule=[\"100:5\"]"}),
+  CHECK_THAT(config_error({"outer.overlap_steps=6", "interval.controller=schedule",
+                           "interval.schedule=[\"100:5\"]"}),
              Contains("as short as 5 steps"));
-  CHECK_THAT(error({"outer.overlap_steps=1", "outer.method=ddp"}),
+  CHECK_THAT(config_error({"outer.overlap_steps=1", "outer.method=ddp"}),
              Contains("outer.overlap_steps") && Contains("ddp"));
-  CHECK_THAT(error({"outer.overlap_steps=1", "batch.controller=adloco"}),
+  CHECK_THAT(config_error({"outer.overlap_steps=1", "batch.controller=adloco"}),
              Contains("batch.controller=fixed"));
-  CHECK_THAT(error({"outer.overlap_steps=1", "outer.overlap=eager"}),
+  CHECK_THAT(config_error({"outer.overlap_steps=1", "outer.overlap=eager"}),
              Contains("outer.overlap") && Contains("not built"));
-  CHECK_THAT(error({"outer.overlap_alpha=1"}), Contains("outer.overlap_alpha"));
-  CHECK_THAT(error({"outer.overlap_steps=-1"}), Contains("outer.overlap_steps"));
+  CHECK_THAT(config_error({"outer.overlap_alpha=1"}), Contains("outer.overlap_alpha"));
+  CHECK_THAT(config_error({"outer.overlap_steps=-1"}), Contains("outer.overlap_steps"));
 }
 
 TEST_CASE("config: fragments need H >= P, tau below the gap between fragments, one instance",
           "[config][fragments]") {
-  const auto error = [](std::vector<std::string> sets) {
-    try {
-      parse_config("", sets);
-    } catch (const ConfigError& e) {
-      return std::string(e.what());
-    }
-    return std::string();
-  };
-  CHECK(error({"outer.fragments=4", "outer.overlap_steps=4"}).empty());  // H 20: gap 5
-  CHECK_THAT(error({"outer.fragments=4", "outer.overlap_steps=5"}),
+  CHECK(config_error({"outer.fragments=4", "outer.overlap_steps=4"}).empty());  // H 20: gap 5
+  CHECK_THAT(config_error({"outer.fragments=4", "outer.overlap_steps=5"}),
              Contains("outer.overlap_steps") && Contains("floor(H / outer.fragments) = 5"));
-  CHECK_THAT(error({"outer.fragments=4", "interval.H=3"}),
+  CHECK_THAT(config_error({"outer.fragments=4", "interval.H=3"}),
              Contains("outer.fragments") && Contains("at least 4 steps"));
-  CHECK_THAT(error({"outer.fragments=0"}), Contains("outer.fragments"));
-  CHECK_THAT(error({"outer.fragments=2", "outer.method=ddp"}),
+  CHECK_THAT(config_error({"outer.fragments=0"}), Contains("outer.fragments"));
+  CHECK_THAT(config_error({"outer.fragments=2", "outer.method=ddp"}),
              Contains("outer.fragments") && Contains("ddp"));
-  CHECK_THAT(error({"outer.fragments=2", "batch.instances=2", "batch.controller=adloco"}),
+  CHECK_THAT(config_error({"outer.fragments=2", "batch.instances=2", "batch.controller=adloco"}),
              Contains("batch.instances"));
-  CHECK_THAT(error({"outer.fragments=2", "interval.max_rounds=5"}), Contains("max_rounds"));
-  CHECK(error({"outer.fragments=2", "batch.controller=adloco"}).empty());
+  CHECK_THAT(config_error({"outer.fragments=2", "interval.max_rounds=5"}), Contains("max_rounds"));
+  CHECK(config_error({"outer.fragments=2", "batch.controller=adloco"}).empty());
 }
 
 TEST_CASE("config: interval.target_utilisation is a fraction below 1 for an outer method",

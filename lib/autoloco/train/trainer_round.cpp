@@ -125,7 +125,7 @@ void Trainer::on_round(const RoundStats& sync, StepResult& r) {
   if (sync.fragment != 0) {
     // A fragment's sync within the cycle: its line, and its statistics for the cycle's.
     cycle_.add(sync);
-    log_round(sync, last_round_batches_);
+    log_round(sync, dc_batch_sequences());  // batches change only at a cycle's end
     return;
   }
   const RoundStats s = cycle_.close(sync);
