@@ -132,7 +132,9 @@ FragmentPlan::FragmentPlan(const std::vector<ParamSlice>& slices, int64_t fragme
       if (take > 0) {
         Fragment& f = fragments_[takers[t]];
         add_range(f, s->offset + row0 * row, take * row);
-        f.extra.push_back(row_span(*s, row0, take));
+        // A module's weight and bias are one entry ("ln_f").
+        const std::string part = row_span(*s, row0, take);
+        if (f.extra.empty() || f.extra.back() != part) f.extra.push_back(part);
         placed += take * row;
         row0 += take;
       }

@@ -190,6 +190,7 @@ class Trainer {
   void keep_instances(const std::vector<int64_t>& active, const std::string& file);
 
   void log_start() const;
+  std::string describe_fragment_syncs() const;  // "" without fragments
   // Fragment p's period (the round, with one fragment) ends with this step: its sync starts
   // (and, blocking, lands).
   void end_round(int64_t fragment, StepResult& r);

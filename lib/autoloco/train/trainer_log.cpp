@@ -2,7 +2,9 @@
 // summary (docs/run-directory.md lists every field).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
+#include <string>
 
 #include "autoloco/metrics/progress.hpp"
 #include "autoloco/optim/adamw.hpp"
@@ -64,11 +66,27 @@ void Trainer::log_start() const {
                                                 instances_.size(), config_.batch.merge_every)
                                   : "");
   if (topo_.num_dcs > 1) {
-    log::info("inter-dc link: {} Gbit/s, {} ms ({}): {}B per dc per sync, {:.3f} s per sync",
+    log::info("inter-dc link: {} Gbit/s, {} ms ({}): {}B per dc per sync, {:.3f} s per sync{}",
               config_.wan.bandwidth_gbps, config_.wan.latency_ms, config_.wan.mode,
               format_si(static_cast<double>(shard_bytes * static_cast<size_t>(topo_.ranks_per_dc))),
-              wan_->model().seconds(shard_bytes));
+              wan_->model().seconds(shard_bytes), describe_fragment_syncs());
   }
+}
+
+std::string Trainer::describe_fragment_syncs() const {
+  if (!sync_ || sync_->outer().size() < 2) return "";
+  // The largest fragment's sync: what the link must carry at a time.
+  int64_t largest = 0;
+  for (size_t p = 0; p < sync_->outer().size(); ++p)
+    largest = std::max(largest, sync_->outer().plan()[p].numel);
+  const size_t shard =
+      HierarchicalAllreduce::shard_size(static_cast<size_t>(largest), topo_.ranks_per_dc) *
+      (config_.outer.wire_dtype == "bf16" ? 2 : 4);
+  return fmt::format(
+      " of the whole model; {} fragment syncs of at most {}B per dc, {:.3f} s",
+      sync_->outer().size(),
+      format_si(static_cast<double>(shard * static_cast<size_t>(topo_.ranks_per_dc))),
+      wan_->model().seconds(shard));
 }
 
 void Trainer::log_step(const StepResult& r, double interval_loss, double interval_s) {
