@@ -187,20 +187,11 @@ RoundStats OuterSync::finish(const StagedRound& r) {
 void OuterSync::merge(FlatParams& params, double alpha) {
   torch::NoGradGuard no_grad;
   torch::Tensor& replica = params.values();
-  if (!plan_.whole()) {
-    const torch::Tensor anchor = anchor_.to(replica.device());
-    if (alpha == 0.0) {
-      plan_.scatter(anchor, fragment_, replica);
-    } else {
-      plan_.mix(anchor, fragment_, alpha, replica);
-    }
-    return;
-  }
   if (alpha == 0.0) {
-    replica.copy_(anchor_);
-    return;
+    plan_.scatter(anchor_, fragment_, replica);  // copy_ crosses devices itself
+  } else {
+    plan_.mix(anchor_.to(replica.device()), fragment_, alpha, replica);
   }
-  replica.mul_(alpha).add_(anchor_.to(replica.device()), 1.0 - alpha);
 }
 
 RoundStats OuterSync::sync(FlatParams& params, const RoundInput& in) {
