@@ -55,7 +55,7 @@ std::vector<std::pair<std::string, torch::Tensor>> FragmentedOuter::optimizer_st
 
 void FragmentedOuter::load_optimizer_state(const std::string& name, const torch::Tensor& whole) {
   for (size_t p = 0; p < syncs_.size(); ++p) {
-    const torch::Tensor part = whole.defined() && !plan_.whole() ? plan_.gather(whole, p) : whole;
+    const torch::Tensor part = whole.defined() ? plan_.gather(whole, p) : whole;
     syncs_[p]->optimizer().load_state(name, part);
   }
 }
