@@ -68,6 +68,7 @@ SHORT = {
     "batch.lr_scaling": "lr",
     "outer.overlap_steps": "tau",
     "outer.overlap_alpha": "alpha",
+    "wan.bandwidth_gbps": "gbps",
     "run.seed": "s",
 }
 

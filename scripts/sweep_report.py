@@ -195,9 +195,20 @@ class Run:
         """Tokens (all ranks) done by an inner step, linear in steps between the known points:
         0 at step 0, every round's end (the sum of the rounds' tokens in syncs.jsonl, whose
         lines hold each round's own), every training line of metrics.jsonl (tokens so far) and
-        the summary's steps and tokens. Exact at a round's end, where evaluations happen."""
+        the summary's steps and tokens. Exact at a round's end, where evaluations happen. With
+        fragments (outer.fragments > 1) only fragment 0's lines count, whose periods tile the
+        run."""
+        if not hasattr(self, "_token_points"):
+            self._token_points = self.token_points()
+        steps, tokens = self._token_points
+        return float(np.interp(step, steps, tokens))
+
+    def token_points(self):
+        """The (steps, tokens) points that tokens_at interpolates between."""
         known = {0: 0}
-        syncs = self.syncs()
+        # With fragments a line's tokens are its fragment's period: fragment 0's periods tile
+        # the run.
+        syncs = [s for s in self.syncs() if s.get("fragment", 0) == 0]
         if syncs and all("tokens" in s for s in syncs):
             done = 0
             for s in sorted(syncs, key=lambda s: s["step"]):
@@ -208,11 +219,26 @@ class Run:
         if self.tokens is not None:
             known[self.summary["steps"]] = self.tokens
         steps = sorted(known)
-        return float(np.interp(step, steps, [known[s] for s in steps]))
+        return steps, [known[s] for s in steps]
 
-    def link_at(self, step):
-        """Link seconds of the rounds that ended at or before an inner step."""
-        return float(sum(s["link_s"] for s in self.syncs() if s["step"] <= step))
+    def exposed_link_at(self, step, c_tok):
+        """Exposed link seconds of the syncs that landed at or before an inner step: a sync
+        handed over at its step and landed at landed_step (later with outer.overlap_steps > 0)
+        is charged max(0, link_s − the compute of the tokens done between the two) at c_tok,
+        ALGORITHMS.md §4's E = max(0, T − τ t); a blocking sync (landed where it ended, or a
+        line without landed_step) is charged all of its link_s."""
+        exposed = 0.0
+        for s in self.syncs():
+            landed = s.get("landed_step", s["step"])
+            if landed > step:
+                continue
+            covered = c_tok * (self.tokens_at(landed) - self.tokens_at(s["step"]))
+            exposed += max(0.0, s["link_s"] - covered)
+        return exposed
+
+    def exposed_link_s(self, c_tok):
+        """exposed_link_at the run's last step: the whole run's exposed link seconds."""
+        return self.exposed_link_at(self.summary["steps"], c_tok)
 
 
 class Config:
@@ -317,9 +343,9 @@ def compute_per_token(runs):
 
 
 def sim_time(run, step, c_tok):
-    """Simulated seconds by an inner step: tokens done × c_tok + the link seconds of the rounds
-    ended by then."""
-    return run.tokens_at(step) * c_tok + run.link_at(step)
+    """Simulated seconds by an inner step: tokens done × c_tok + the exposed link seconds of
+    the syncs landed by then (Run.exposed_link_at)."""
+    return run.tokens_at(step) * c_tok + run.exposed_link_at(step, c_tok)
 
 
 def cost_text(runs, c_tok):
@@ -464,7 +490,7 @@ def batch_markdown(configs, entries, runs, c_tok):
         final_mean = mean_sd([r.final_batch_mean for r in rs])[0]
         changes = mean_sd([r.batch_changes() for r in rs])[0]
         tokens = mean_sd([r.tokens for r in rs])[0]
-        simulated = mean_sd([r.tokens * c_tok + r.summary["link_s"] for r in rs
+        simulated = mean_sd([r.tokens * c_tok + r.exposed_link_s(c_tok) for r in rs
                              if r.tokens is not None and c_tok is not None])
         lines.append("| " + " | ".join(
             [config.group] + [text(config.grid.get(k)) for k in keys] +
@@ -851,6 +877,123 @@ def plot_batch_over_training(path, configs):
     save(fig, path, ax)
 
 
+# ---------------------------------------------------------------- time to a target loss
+
+
+def target_loss(spec, configs):
+    """The spec's time_to_target target: its `loss`, else the mean final eval loss of every
+    run of its `reference` group times 1 + `within` (default 0.01); None without a
+    time_to_target or without finished reference runs."""
+    t = spec.get("time_to_target")
+    if not t:
+        return None
+    if t.get("loss") is not None:
+        return float(t["loss"])
+    finals = [r.loss for c in configs if c.group == t.get("reference") for r in c.runs]
+    return float(np.mean(finals)) * (1.0 + float(t.get("within", 0.01))) if finals else None
+
+
+def run_time_to_target(run, target, c_tok):
+    """(inner step, simulated seconds) at which the run's eval loss first reaches the target,
+    both interpolated linearly between the two evaluations that bracket it (at the first
+    evaluation if that one reaches it already); None if no evaluation reaches it."""
+    points = sorted(run.evals())
+    previous = None
+    for step, loss in points:
+        if loss <= target:
+            t1 = sim_time(run, step, c_tok)
+            if previous is None:
+                return step, t1
+            step0, loss0 = previous
+            t0 = sim_time(run, step0, c_tok)
+            w = (loss0 - target) / (loss0 - loss)
+            return step0 + w * (step - step0), t0 + w * (t1 - t0)
+        previous = (step, loss)
+    return None
+
+
+def time_to_target_rows(spec, configs, c_tok):
+    """One row per configuration: (config, link value, reached runs, seconds, steps, the
+    post-hoc exposed link and utilisation), ordered by the spec's `by` axis (as listed in the
+    grid) and then by configuration order."""
+    target = target_loss(spec, configs)
+    by = spec["time_to_target"].get("by")
+    rows = []
+    for order, config in enumerate(configs):
+        if not config.runs:
+            continue
+        reached = [run_time_to_target(r, target, c_tok) for r in config.runs]
+        exposed = [r.exposed_link_s(c_tok) for r in config.runs]
+        compute = [r.tokens * c_tok for r in config.runs]
+        rows.append({
+            "config": config, "by": config.setting(by) if by else None, "order": order,
+            "n": len(config.runs), "reached": sum(x is not None for x in reached),
+            "seconds": mean_sd([x[1] for x in reached if x is not None]),
+            "steps": mean_sd([x[0] for x in reached if x is not None]),
+            "exposed": mean_sd(exposed),
+            "utilisation": mean_sd([c / (c + e) for c, e in zip(compute, exposed)])})
+    values = list(dict.fromkeys(row["by"] for row in rows))
+    rows.sort(key=lambda row: (values.index(row["by"]), row["order"]))
+    return target, by, rows
+
+
+def time_to_target_markdown(spec, configs, c_tok):
+    """time_to_target.md: the simulated time of every configuration to the spec's target eval
+    loss, with its ratio to the reference group's at the same link."""
+    target, by, rows = time_to_target_rows(spec, configs, c_tok)
+    t = spec["time_to_target"]
+    reference = {row["by"]: row["seconds"][0] for row in rows
+                 if row["config"].group == t.get("reference")}
+    lines = ["| group | " + (f"{by} | " if by else "") +
+             "reached | steps to target | simulated s to target | vs reference | "
+             "exposed link s (run) | utilisation (simulated) | final eval loss |",
+             "|" + " --- |" * (9 if by else 8)]
+    for row in rows:
+        seconds = row["seconds"][0]
+        ref = reference.get(row["by"])
+        ratio = f"{seconds / ref:.2f}" if seconds is not None and ref else "–"
+        lines.append("| " + " | ".join(
+            [row["config"].group] + ([text(row["by"])] if by else []) +
+            [f"{row['reached']}/{row['n']}", pm(*row["steps"], fmt="{:.0f}"),
+             pm(*row["seconds"], fmt="{:.1f}"), ratio, pm(*row["exposed"], fmt="{:.1f}"),
+             pm(*row["utilisation"], fmt="{:.3f}"), pm(*row["config"].loss)]) + " |")
+    source = (f"{t['reference']}'s mean final eval loss × {1 + float(t.get('within', 0.01)):g}"
+              if t.get("loss") is None else "the spec's time_to_target.loss")
+    lines += ["", f"Target eval loss {target:.4f} ({source}). reached: runs (seeds) whose "
+              "evaluations reach it; steps and simulated seconds to target: mean ± sample sd "
+              "over those runs, each interpolated linearly between the two evaluations that "
+              "bracket the target. Simulated time: tokens done × c_tok + the exposed link "
+              "seconds of the syncs landed by then, a sync exposing max(0, link_s − the compute "
+              "of the steps it overlapped at c_tok) (sweep_report.py, Run.exposed_link_at); "
+              f"{cost_text([r for row in rows for r in row['config'].runs], c_tok)}. vs "
+              "reference: the mean time over the reference group's mean time at the same "
+              f"{by or 'setting'}. utilisation (simulated): tokens × c_tok / (that + the whole "
+              "run's exposed link seconds)."]
+    return "\n".join(lines) + "\n"
+
+
+def plot_time_to_target(path, spec, configs, c_tok):
+    """Eval loss against simulated time, one panel per value of the spec's `by` axis, one line
+    per configuration (seeds averaged at equal time), the target as a dotted line."""
+    plt = pyplot()
+    target, by, rows = time_to_target_rows(spec, configs, c_tok)
+    values = list(dict.fromkeys(row["by"] for row in rows))
+    fig, axes = plt.subplots(1, len(values), figsize=(5.5 * len(values), 4), squeeze=False)
+    for ax, value in zip(axes[0], values):
+        for row in (r for r in rows if r["by"] == value):
+            times, losses = time_curve(row["config"].runs, c_tok)
+            ax.plot(times, losses, label=row["config"].group)
+        ax.axhline(target, color="grey", ls=":", lw=1, label=f"target {target:.3f}")
+        ax.set_title(f"{by} = {text(value)}" if by else "")
+        ax.set_xlabel("simulated time (s)")
+        ax.set_ylabel("eval loss")
+        ax.set_ylim(target - 0.15, target + 0.6)
+        ax.grid(alpha=0.3)
+    axes[0][-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
+    fig.savefig(path, dpi=120, bbox_inches="tight")
+    plt.close(fig)
+
+
 # ---------------------------------------------------------------- entry points
 
 
@@ -879,6 +1022,9 @@ def report(out_dir):
         markdown["batch.md"] = batch_markdown(configs, entries, runs, c_tok)
     if any(overlapped(r) for r in runs):
         markdown["overlap.md"] = overlap_markdown(configs, entries)
+    timed = c_tok is not None and target_loss(spec, configs) is not None
+    if timed:
+        markdown["time_to_target.md"] = time_to_target_markdown(spec, configs, c_tok)
     for name, body in markdown.items():
         with open(path(name), "w") as f:
             f.write(body)
@@ -894,6 +1040,8 @@ def report(out_dir):
         plot_h_over_training(path("h_over_training.png"), spec, configs)
     if adaptive_batch:
         plot_batch_over_training(path("batch_over_training.png"), configs)
+    if timed:
+        plot_time_to_target(path("time_to_target.png"), spec, configs, c_tok)
     for body in markdown.values():
         print(body)
     for p in written:
