@@ -69,6 +69,7 @@ SHORT = {
     "outer.overlap_steps": "tau",
     "outer.overlap_alpha": "alpha",
     "wan.bandwidth_gbps": "gbps",
+    "outer.wire_dtype": "",
     "run.seed": "s",
 }
 

@@ -20,6 +20,15 @@ effective config.yaml (any setting, including those the summary lacks, flattened
                           batch changes, loss, link and simulated time
   batch_over_training.png with adaptive batches: the batch per round (mean over dcs) against
                           the progress in steps at the initial batch, one line per run
+  overlap.md              with overlapped, fragmented or link-paced syncs: per configuration,
+                          how its syncs ran, utilisation, link seconds, peak and total bytes
+  wire.md                 with a wire format other than fp32 or error feedback: per
+                          configuration, its bytes per round and final loss against the same
+                          settings in fp32
+  time_to_target.md/.png  with the spec's time_to_target {reference: GROUP, within: 0.01} (or
+                          {loss: L}; optional by: AXIS): the simulated time of every
+                          configuration to the target eval loss, and eval loss against
+                          simulated time, one panel per value of `by`
 
 A run whose summary.json has no batch_controller (written before adaptive batches) is a
 fixed-batch run; one without final_batch has no final batch, and its batch cells stay empty.
@@ -38,9 +47,11 @@ point and is a lower bound (≥). Above the whole curve (worse than its cheapest
 1 − R_A/R_cheapest and an upper bound (≤). Every seed counts in the mean; the flags say which
 are bounds.
 
-Simulated time (loss_vs_time.png, batch.md): tokens × c_tok + the link seconds of the rounds
-that ended by then, where tokens are the tokens (all ranks) done by then and c_tok is the median
-over the finished runs of (sim_time_s − link_s) / tokens: one compute cost per token for every
+Simulated time (loss_vs_time.png, batch.md, time_to_target.md): tokens × c_tok + the exposed
+link seconds of the syncs that landed by then (a sync overlapped with τ steps exposes
+max(0, link_s − the compute of those steps at c_tok); a blocking one all of its link_s), where
+tokens are the tokens (all ranks) done by then and c_tok is the median over the finished runs
+of (sim_time_s − exposed_link_s) / tokens: one compute cost per token for every
 run, free of the noise of a shared machine, and fair between runs whose batches differ (a step
 of a grown batch costs more). With one fixed batch for every run, tokens are proportional to
 steps and this is step × c with c = c_tok × tokens per step, the median compute seconds per step.
@@ -68,10 +79,12 @@ from results_table import si
 SETTINGS = ["interval.H", "outer.momentum", "outer.momentum_schedule", "outer.correction",
             "batch.controller", "batch.test", "batch.theta", "batch.lr_scaling",
             "outer.overlap_steps", "outer.overlap_alpha", "outer.fragments",
-            "interval.target_utilisation", "wan.mode"]
+            "interval.target_utilisation", "outer.wire_dtype", "outer.wire_block",
+            "outer.wire_rounding", "outer.error_feedback", "wan.mode"]
 # Outcomes from summary.json for results.csv; mean_H (steps / rounds) and final_batch_mean (the
 # mean over dcs of final_batch) are computed.
-OUTCOMES = ["steps", "tokens", "rounds", "inter_dc_bytes", "peak_sync_bytes", "final_eval_loss",
+OUTCOMES = ["steps", "tokens", "rounds", "inter_dc_bytes", "sent_bytes", "peak_sync_bytes",
+            "final_eval_loss",
             "final_train_loss", "mean_H", "final_batch_mean", "wall_s", "link_s", "sim_time_s",
             "compute_utilisation", "exposed_link_s", "sync_wait_s", "compute_utilisation_wall"]
 WORSE = "above the whole curve: upper bound against its cheapest point"
@@ -334,8 +347,8 @@ def grid_keys(entries):
 
 
 def compute_per_token(runs):
-    """c_tok: median over the runs of (sim_time_s − link_s) / tokens, the compute seconds per
-    token (all ranks); None when no run has tokens."""
+    """c_tok: median over the runs of (sim_time_s − exposed_link_s) / tokens, the compute
+    seconds per token (all ranks); None when no run has tokens."""
     costs = [(r.summary["sim_time_s"] - r.summary.get("exposed_link_s", r.summary["link_s"]))
              / r.tokens
              for r in runs if r.tokens]
@@ -410,9 +423,9 @@ def table_markdown(configs, entries, runs, c_tok):
              si(np.mean([r.summary["inter_dc_bytes"] for r in config.runs])) + "B",
              pm(*config.loss), f"{min(hs)}/{max(hs)}" if hs else ""]) + " |")
     lines += ["", f"final eval loss: mean ± sample sd over seeds. Simulated time in "
-              f"loss_vs_time.png: tokens done (all ranks) × c_tok + the link seconds of the "
-              f"rounds ended by then, c_tok = median over the {len(runs)} finished runs of "
-              f"(sim_time_s − link_s) / tokens; {cost_text(runs, c_tok)}; "
+              f"loss_vs_time.png: tokens done (all ranks) × c_tok + the exposed link seconds "
+              f"of the syncs landed by then, c_tok = median over the {len(runs)} finished runs "
+              f"of (sim_time_s − exposed_link_s) / tokens; {cost_text(runs, c_tok)}; "
               f"link {link_text(runs)}."]
     if any(r.adaptive_batch for r in runs):
         lines += ["", "Adaptive batches: steps, tokens and batches per configuration in "
@@ -511,11 +524,12 @@ def batch_markdown(configs, entries, runs, c_tok):
               "(max) the largest of any dc and seed; – for runs without final_batch. batch "
               "changes: rounds whose batch (syncs.jsonl) differs from the previous round's on "
               "any dc. final eval loss: mean ± sample sd. link s: simulated link seconds "
-              "(summary.json link_s). simulated time: tokens × c_tok + link_s, mean ± sample "
-              "sd, with c_tok = median over the "
-              f"{len(runs)} finished runs of (sim_time_s − link_s) / tokens, one compute cost "
-              f"per token for every run: {cost_text(runs, c_tok)}. sim_time_s: the simulated "
-              "time each run measured (its own compute seconds + link_s), noisy on a shared "
+              "(summary.json link_s). simulated time: tokens × c_tok + the exposed link "
+              "seconds, mean ± sample sd, with c_tok = median over the "
+              f"{len(runs)} finished runs of (sim_time_s − exposed_link_s) / tokens, one "
+              f"compute cost per token for every run: {cost_text(runs, c_tok)}. sim_time_s: "
+              "the simulated time each run measured (its own compute seconds + its exposed "
+              "link seconds), noisy on a shared "
               f"machine. Link {link_text(runs)}."]
     return "\n".join(lines) + "\n"
 
@@ -807,7 +821,7 @@ def plot_loss_vs_time(path, analysis, spec, configs, runs, c_tok):
                         ls="-" if batch else "--",
                         label=f"{config.name} ({'adaptive' if batch else 'fixed'} batch)")
     ax.set_xlabel(f"simulated time (s) = tokens so far × c_tok + link seconds so far; c_tok = "
-                  f"median (sim_time_s − link_s)/tokens = {1e6 * c_tok:.4g} µs per token",
+                  f"median (sim_time_s − exposed_link_s)/tokens = {1e6 * c_tok:.4g} µs per token",
                   fontsize=8)
     ax.set_ylabel("eval loss (mean over seeds)")
     ax.set_title(f"Eval loss against simulated wall-clock, link {link_text(runs)}", fontsize=10)
@@ -877,6 +891,66 @@ def plot_batch_over_training(path, configs):
     save(fig, path, ax)
 
 
+# ---------------------------------------------------------------- wire formats
+
+# Settings that tell configurations apart without making them different experiments.
+RUN_KEYS = {"run.name", "run.seed", "run.out_dir"}
+WIRE_KEYS = {"outer.wire_dtype", "outer.error_feedback"}
+
+
+def compressed(run):
+    """Whether the run sent anything but fp32 on the link, or fed its rounding back."""
+    return run.config.get("outer.wire_dtype", "fp32") != "fp32" or \
+        bool(run.config.get("outer.error_feedback"))
+
+
+def fp32_twin(config, configs):
+    """The configuration with the same settings but fp32 and no error feedback (None if the
+    sweep has none)."""
+    def key(c):
+        return json.dumps({k: v for k, v in c.runs[0].config.items()
+                           if k not in RUN_KEYS | WIRE_KEYS}, sort_keys=True, default=str)
+    for other in configs:
+        if other.runs and not any(compressed(r) for r in other.runs) and key(other) == key(config):
+            return other
+    return None
+
+
+def wire_markdown(configs):
+    """wire.md: one row per configuration, seeds pooled: its wire format, error feedback,
+    rounds, the bytes of a round's messages and sent on the link (all dcs), their ratio to the
+    fp32 twin's, and the final eval loss against the twin's."""
+    columns = ["group", "wire_dtype", "error feedback", "n", "rounds", "message bytes / round",
+               "sent bytes / round", "bytes vs fp32", "final eval loss", "loss vs fp32"]
+    lines = ["| " + " | ".join(columns) + " |", "|" + " --- |" * len(columns)]
+    for config in configs:
+        rs = config.runs
+        if not rs:
+            continue
+        twin = fp32_twin(config, configs)
+
+        def per_round(runs, key):
+            return float(np.mean([r.summary.get(key, 0) / max(1, r.rounds) for r in runs]))
+
+        ratio = per_round(rs, "sent_bytes") / per_round(twin.runs, "sent_bytes") \
+            if twin and per_round(twin.runs, "sent_bytes") > 0 else None
+        loss, twin_loss = config.loss[0], twin.loss[0] if twin else None
+        first = rs[0].config
+        lines.append("| " + " | ".join([
+            config.group, text(first.get("outer.wire_dtype", "fp32")),
+            "yes" if first.get("outer.error_feedback") else "no", str(len(rs)),
+            pm(*config.rounds, fmt="{:.1f}"), si(per_round(rs, "inter_dc_bytes")) + "B",
+            si(per_round(rs, "sent_bytes")) + "B", f"{ratio:.3f}" if ratio else "–",
+            pm(*config.loss),
+            f"{100 * (loss / twin_loss - 1):+.2f}%" if twin_loss else "–"]) + " |")
+    lines += ["", "mean ± sample sd over seeds. message bytes: the all-reduced messages of a "
+              "round (values, block scales, scalars), all dcs; sent bytes: what the dcs sent on "
+              "the link for it (summary.json sent_bytes / rounds), which the link time is "
+              "charged for. vs fp32: against the configuration with the same settings in fp32 "
+              "without error feedback (the bytes per round, the mean final eval loss)."]
+    return "\n".join(lines) + "\n"
+
+
 # ---------------------------------------------------------------- time to a target loss
 
 
@@ -942,8 +1016,10 @@ def time_to_target_markdown(spec, configs, c_tok):
     loss, with its ratio to the reference group's at the same link."""
     target, by, rows = time_to_target_rows(spec, configs, c_tok)
     t = spec["time_to_target"]
-    reference = {row["by"]: row["seconds"][0] for row in rows
-                 if row["config"].group == t.get("reference")}
+    reference = {}  # the reference group's first configuration at each value of `by`
+    for row in rows:
+        if row["config"].group == t.get("reference"):
+            reference.setdefault(row["by"], row["seconds"][0])
     lines = ["| group | " + (f"{by} | " if by else "") +
              "reached | steps to target | simulated s to target | vs reference | "
              "exposed link s (run) | utilisation (simulated) | final eval loss |",
@@ -966,8 +1042,8 @@ def time_to_target_markdown(spec, configs, c_tok):
               "seconds of the syncs landed by then, a sync exposing max(0, link_s − the compute "
               "of the steps it overlapped at c_tok) (sweep_report.py, Run.exposed_link_at); "
               f"{cost_text([r for row in rows for r in row['config'].runs], c_tok)}. vs "
-              "reference: the mean time over the reference group's mean time at the same "
-              f"{by or 'setting'}. utilisation (simulated): tokens × c_tok / (that + the whole "
+              "reference: the mean time over that of the reference group's first "
+              f"configuration at the same {by or 'setting'}. utilisation (simulated): tokens × c_tok / (that + the whole "
               "run's exposed link seconds)."]
     return "\n".join(lines) + "\n"
 
@@ -999,7 +1075,8 @@ def plot_time_to_target(path, spec, configs, c_tok):
 
 def report(out_dir):
     """Write results.csv, table.md, saving.md/.json, batch.md (with adaptive batches),
-    overlap.md (with overlapped syncs) and the
+    overlap.md (with overlapped syncs), wire.md (with compressed formats), time_to_target.md
+    (with a time_to_target in the spec) and the
     plots for the finished runs of the sweep in out_dir; print the paths (stderr) and the
     Markdown (stdout)."""
     spec, entries, configs, runs = load(out_dir)
@@ -1022,6 +1099,8 @@ def report(out_dir):
         markdown["batch.md"] = batch_markdown(configs, entries, runs, c_tok)
     if any(overlapped(r) for r in runs):
         markdown["overlap.md"] = overlap_markdown(configs, entries)
+    if any(compressed(r) for r in runs):
+        markdown["wire.md"] = wire_markdown(configs)
     timed = c_tok is not None and target_loss(spec, configs) is not None
     if timed:
         markdown["time_to_target.md"] = time_to_target_markdown(spec, configs, c_tok)

@@ -4,10 +4,16 @@
 // per operation (max over ranks, mean over iterations), algbw = bytes / time and busbw = algbw
 // 2 (P - 1) / P, with a data check of every result, and the bytes each rank sent across dcs.
 // The hierarchical path carries a round's scalars, as the outer sync does.
+// Then, for every wire format (outer.wire_dtype, with the default block): the GB/s of encoding
+// and decoding on one rank (fp32 bytes in or out per second), the all-reduce's time, the bytes
+// each rank sent and the busbw over them, and the result's max and rms error against the fp32
+// all-reduce of the same values.
 #include <mpi.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <random>
 #include <vector>
 
 #include "autoloco/comm/hierarchical_allreduce.hpp"
@@ -72,7 +78,7 @@ JsonObject measure(const Args& args, int64_t n, const Topology& topo, MpiCommuni
       data, topo.dc, args.iters, args.warmup,
       [&] {
         std::fill(scalars, scalars + kScalars, 1.0 + topo.dc);
-        reducer.allreduce_sum(data.data(), count, scalars, kScalars, DType::f32);
+        reducer.allreduce_sum(data.data(), count, scalars, kScalars, WireCodec{});
       },
       world.handle());
   const bool scalars_ok = scalars[0] == topo.num_dcs * (topo.num_dcs + 1) / 2.0;
@@ -106,7 +112,88 @@ JsonObject measure(const Args& args, int64_t n, const Topology& topo, MpiCommuni
       .add("speedup", plain_s / hier_s)
       .add("inter_dc_bytes_per_rank", per_rank)
       .add("expected_bytes_per_rank", topo.num_dcs > 1 ? expected : int64_t{0})
-      .add("sim_link_s_at_1gbps_50ms", link.model().seconds(static_cast<size_t>(expected)));
+      .add("sim_link_s_at_1gbps_50ms",
+           link.seconds(HierarchicalAllreduce::shard_size(count, topo.ranks_per_dc), WireCodec{},
+                        kScalars));
+}
+
+// Pseudo-gradient-like values: normal, with a spread of scales across blocks, different per dc.
+std::vector<float> gradient_like(size_t n, int dc) {
+  std::mt19937 gen(static_cast<unsigned>(1234 + dc));
+  std::normal_distribution<float> normal(0.0F, 1e-3F);
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i)
+    v[i] = normal(gen) * (1.0F + static_cast<float>((i / 4096) % 7));
+  return v;
+}
+
+// Seconds per call of `op`, the best of `iters` (a one-rank measurement: the fastest run is the
+// least disturbed).
+template <class Op>
+double best_seconds(int64_t iters, Op op) {
+  double best = 1e30;
+  for (int64_t i = 0; i < iters; ++i) {
+    Timer t;
+    op();
+    best = std::min(best, t.seconds());
+  }
+  return best;
+}
+
+JsonObject measure_format(const Args& args, WireFormat format, int64_t n, const Topology& topo,
+                          MpiCommunicator& world, MpiCommunicator& intra, MpiCommunicator& inter) {
+  const auto count = static_cast<size_t>(n);
+  const WireCodec codec{format};
+  const std::vector<float> values = gradient_like(count, topo.dc);
+  std::vector<std::byte> wire(codec.encoded_bytes(count));
+  std::vector<float> decoded(count);
+  const double encode_s =
+      best_seconds(args.iters, [&] { encode(codec, values.data(), count, wire.data()); });
+  const double decode_s =
+      best_seconds(args.iters, [&] { decode(codec, wire.data(), count, decoded.data()); });
+
+  WanLink link(inter, WanModel{1.0, 50.0, false, topo.num_dcs, topo.ranks_per_dc});
+  HierarchicalAllreduce reducer(intra, link);
+  std::vector<float> exact = values;
+  reducer.allreduce_sum(exact.data(), count, nullptr, 0, WireCodec{});
+  std::vector<float> data(count);
+  double elapsed = 0.0;
+  for (int64_t i = 0; i < args.warmup + args.iters; ++i) {
+    data = values;
+    MPI_Barrier(world.handle());
+    Timer t;
+    reducer.allreduce_sum(data.data(), count, nullptr, 0, codec);
+    if (i >= args.warmup) elapsed += t.seconds();
+  }
+  double time_s = elapsed / static_cast<double>(args.iters);
+  MPI_Allreduce(MPI_IN_PLACE, &time_s, 1, MPI_DOUBLE, MPI_MAX, world.handle());
+  double max_err = 0.0;
+  double sq_err = 0.0;
+  double sq_exact = 0.0;
+  for (size_t i = 0; i < count; ++i) {
+    const double e = static_cast<double>(data[i]) - static_cast<double>(exact[i]);
+    max_err = std::max(max_err, std::fabs(e));
+    sq_err += e * e;
+    sq_exact += static_cast<double>(exact[i]) * static_cast<double>(exact[i]);
+  }
+  const double rms_err = std::sqrt(sq_err / static_cast<double>(std::max<size_t>(count, 1)));
+  const double rms_exact = std::sqrt(sq_exact / static_cast<double>(std::max<size_t>(count, 1)));
+  const int64_t sent = topo.num_dcs > 1 ? link.last_traffic().sent_bytes : 0;
+  const double fp32_bytes = 4.0 * static_cast<double>(n);
+  return JsonObject()
+      .add("format", wire_format_name(format))
+      .add("floats", n)
+      .add("encode_GBps", fp32_bytes / encode_s / 1e9)
+      .add("decode_GBps", fp32_bytes / decode_s / 1e9)
+      .add("encoded_bytes", static_cast<int64_t>(wire.size()))
+      .add("allreduce_time_s", time_s)
+      .add("sent_bytes_per_rank", sent)
+      .add("sent_busbw_GBps", static_cast<double>(sent) / time_s / 1e9)
+      .add("max_abs_error", max_err)
+      .add("rms_error", rms_err)
+      .add("rms_error_relative", rms_exact > 0 ? rms_err / rms_exact : 0.0)
+      .add("sim_link_s_at_1gbps_50ms",
+           link.seconds(HierarchicalAllreduce::shard_size(count, topo.ranks_per_dc), codec, 0));
 }
 
 }  // namespace
@@ -118,8 +205,13 @@ int comm(const Args& args) {
   MpiCommunicator inter(MPI_COMM_WORLD, topo.member, topo.dc);
   std::vector<JsonObject> rows;
   bool ok = true;
+  std::vector<JsonObject> formats;
   for (int64_t n : args.sizes) {
     rows.push_back(measure(args, n, topo, world, intra, inter, ok));
+    for (WireFormat f : {WireFormat::fp32, WireFormat::bf16, WireFormat::fp8, WireFormat::int8,
+                         WireFormat::int4, WireFormat::e3m0}) {
+      formats.push_back(measure_format(args, f, n, topo, world, intra, inter));
+    }
   }
   if (topo.world_rank == 0) {
     const JsonObject out = JsonObject()
@@ -128,7 +220,8 @@ int comm(const Args& args) {
                                .add("ranks_per_dc", topo.ranks_per_dc)
                                .add("dcs", topo.num_dcs)
                                .add("iters", args.iters)
-                               .add("results", rows);
+                               .add("results", rows)
+                               .add("formats", formats);
     std::printf("%s\n", out.str().c_str());
   }
   return ok ? 0 : 1;

@@ -48,7 +48,8 @@ TEST_CASE("e2e: sweep.py runs a grid and skips finished runs and reports", "[e2e
                                        "          interval.H_min: 2, interval.H_max: 6}\n"
                                        "curves:\n"
                                        "  diloco: {groups: [diloco]}\n"
-                                       "adaptive: [autoloco]\n";
+                                       "adaptive: [autoloco]\n"
+                                       "time_to_target: {reference: diloco, within: 0.5}\n";
   const std::string sweep = "/usr/bin/python3 " + std::string(AUTOLOCO_SOURCE_DIR) +
                             "/scripts/sweep.py --spec " + dir + "/spec.yaml --no-build --bin " +
                             AUTOLOCO_TRAIN_EXE + " --jobs 1";
@@ -68,6 +69,11 @@ TEST_CASE("e2e: sweep.py runs a grid and skips finished runs and reports", "[e2e
   CHECK(saving.find("| autoloco |") != std::string::npos);
   CHECK(std::filesystem::exists(out + "/loss_vs_rounds.png"));
   CHECK(std::filesystem::exists(out + "/h_over_training.png"));
+  // Every run reaches a target 50% above DiLoCo's mean final loss at its one evaluation.
+  const std::string timed = read_text(out + "/time_to_target.md");
+  CHECK(timed.find("| autoloco | 2/2 |") != std::string::npos);
+  CHECK(timed.find("| diloco | 2/2 |") != std::string::npos);
+  CHECK(std::filesystem::exists(out + "/time_to_target.png"));
 
   // A second call finds every run done and runs nothing.
   REQUIRE(std::system((sweep + " > " + log + " 2>&1").c_str()) == 0);

@@ -61,7 +61,7 @@ TEST_CASE("hierarchical all-reduce equals a plain MPI_Allreduce across dcs for u
     double scalars[2] = {1.0 + layout.topo.dc, 1e-9 * (layout.topo.dc + 1)};
 
     std::vector<float> got = data;
-    reducer.allreduce_sum(got.data(), n, scalars, 2, DType::f32);
+    reducer.allreduce_sum(got.data(), n, scalars, 2, WireCodec{});
     INFO("n = " << n);
     CHECK(got == expected);
     CHECK(scalars[0] == 3.0);
@@ -69,7 +69,7 @@ TEST_CASE("hierarchical all-reduce equals a plain MPI_Allreduce across dcs for u
 
     std::vector<float> half = data;
     double none[1] = {0.0};
-    reducer.allreduce_sum(half.data(), n, none, 0, DType::bf16);
+    reducer.allreduce_sum(half.data(), n, none, 0, WireCodec{WireFormat::bf16});
     for (size_t i = 0; i < n; ++i) {
       // Each dc's value and the sum are rounded to bf16 once: 2 x 2^-9 relative, and a little
       // absolute slack for sums that cancel.
@@ -89,16 +89,26 @@ TEST_CASE("WAN model: accounted time and bytes follow the formula for the bytes 
   const size_t n = 1001;  // shards of 501 floats
   std::vector<float> data(n, 1.0F);
   double scalars[3] = {1.0, 2.0, 3.0};
-  reducer.allreduce_sum(data.data(), n, scalars, 3, DType::f32);
-  reducer.allreduce_sum(data.data(), n, scalars, 3, DType::f32);
+  reducer.allreduce_sum(data.data(), n, scalars, 3, WireCodec{});
+  reducer.allreduce_sum(data.data(), n, scalars, 3, WireCodec{});
   // One message per member: 501 floats padded to 8 bytes (2008), then 3 doubles.
   const size_t message = 2008 + 24;
   CHECK(link.messages() == 2);
   CHECK(link.dc_bytes() == 2 * 2 * static_cast<int64_t>(message));
-  // T = 2 (G - 1) (latency + members * message / (G B)), B in bytes/s.
-  const double per_sync = 2.0 * (2 - 1) * (20e-3 + 2.0 * message / (2 * 0.5e9 / 8));
+  // The ring of 2 dcs cuts each member's 501 floats into chunk 0 (251 floats and the 3 scalars,
+  // packed: 1008 + 24 bytes) and chunk 1 (250 floats, sent raw: 1000 bytes); every rank sends
+  // one of them in each of the 2 phases.
+  const LinkTraffic t = link.last_traffic();
+  CHECK(t.sent_bytes == 1032 + 1000);
+  CHECK(t.phases == 2);
+  CHECK(t.critical_bytes == 2 * 1032);
+  CHECK(t.all_bytes == 2 * (1032 + 1000));
+  CHECK(link.traffic(501, WireCodec{}, 3).sent_bytes == t.sent_bytes);
+  CHECK(link.sent_bytes() == 2 * 2 * 2 * (1032 + 1000));  // 2 syncs x 2 members x both dcs
+  // Each phase: the latency, then both members' largest message over B (bytes/s).
+  const double per_sync = 2 * (20e-3 + 2.0 * 1032 / (0.5e9 / 8));
   CHECK(link.link_seconds() == Approx(2 * per_sync).epsilon(1e-12));
-  CHECK(model.seconds(message) == Approx(per_sync).epsilon(1e-12));
+  CHECK(model.seconds(t) == Approx(per_sync).epsilon(1e-12));
 }
 
 TEST_CASE("diloco across 2 dcs: replicas agree in each dc every step, anchors every round",
@@ -225,7 +235,8 @@ TEST_CASE("diloco train() writes one syncs.jsonl line per round and the inter-dc
   const auto message =
       static_cast<int64_t>(PackedLayout{shard, DType::f32, OuterSync::message_scalars(2)}.bytes());
   CHECK(s.inter_dc_bytes == 3 * 2 * 2 * message);
-  CHECK(s.link_s == Approx(3 * trainer.wan().model().seconds(static_cast<size_t>(message))));
+  CHECK(s.link_s ==
+        Approx(3 * trainer.wan().seconds(shard, WireCodec{}, OuterSync::message_scalars(2))));
   CHECK(s.sim_time_s >= s.link_s);
   CHECK(s.compute_utilisation > 0.0);
   CHECK(s.compute_utilisation < 1.0);

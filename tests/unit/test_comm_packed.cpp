@@ -67,14 +67,22 @@ TEST_CASE("packed message: layout and round trip", "[comm]") {
   }
 }
 
-TEST_CASE("WAN model: T = 2 (G - 1) (latency + members x bytes / (G B))", "[comm]") {
+TEST_CASE("WAN model: each phase costs the latency and the dc's busiest bytes over B", "[comm]") {
   WanModel m{1.0, 50.0, false, 4, 1};
-  // 125 MB per dc at 1 Gbit/s over 4 dcs: 2 * 3 * (0.05 + 1.25e8 / (4 * 1.25e8)) = 1.8 s.
-  CHECK(m.seconds(125'000'000) == Approx(1.8));
+  // A ring of 125 MB per dc over 4 dcs: 6 phases of a 31.25 MB chunk at 1 Gbit/s,
+  // 6 * (0.05 + 3.125e7 / 1.25e8) = 1.8 s, ALGORITHMS.md's 2 (G - 1) (latency + n / (G B)).
+  LinkTraffic ring;
+  ring.phases = 6;
+  ring.critical_bytes = 6 * 31'250'000;
+  CHECK(m.seconds(ring) == Approx(1.8));
   m.members = 2;  // two members share the dc's link: each sends half, the dc the same total
-  CHECK(m.seconds(62'500'000) == Approx(1.8));
+  ring.critical_bytes /= 2;
+  CHECK(m.seconds(ring) == Approx(1.8));
   m.dcs = 1;  // one dc never uses the link
-  CHECK(m.seconds(62'500'000) == 0.0);
+  CHECK(m.seconds(ring) == 0.0);
   WanModel fast{100.0, 0.0, false, 2, 1};
-  CHECK(fast.seconds(1'000'000) == Approx(2.0 * 1e6 / (2 * 12.5e9)));
+  LinkTraffic two;
+  two.phases = 2;
+  two.critical_bytes = 1'000'000;
+  CHECK(fast.seconds(two) == Approx(1e6 / 12.5e9));
 }

@@ -79,8 +79,18 @@ TEST_CASE("outer config: bad values name the key", "[outer][config]") {
                     Catch::Contains("outer.momentum_schedule"));
   CHECK_THROWS_WITH(parse_config("", {"outer.momentum_schedule=[\"400:0.9\", \"300:0.8\"]"}),
                     Catch::Contains("steps must increase"));
-  CHECK_THROWS_WITH(parse_config("", {"outer.wire_dtype=fp8"}),
+  CHECK_THROWS_WITH(parse_config("", {"outer.wire_dtype=fp4"}),
                     Catch::Contains("outer.wire_dtype"));
+  CHECK_THROWS_WITH(parse_config("", {"outer.wire_block=33"}), Catch::Contains("outer.wire_block"));
+  CHECK_THROWS_WITH(parse_config("", {"outer.wire_rounding=up"}),
+                    Catch::Contains("outer.wire_rounding"));
+  CHECK_THROWS_WITH(parse_config("", {"outer.error_feedback=true"}),
+                    Catch::Contains("outer.error_feedback") && Catch::Contains("fp32"));
+  CHECK_THROWS_WITH(
+      parse_config("", {"outer.error_feedback=true", "outer.wire_dtype=int4", "outer.method=ddp"}),
+      Catch::Contains("outer.error_feedback") && Catch::Contains("ddp"));
+  CHECK_NOTHROW(parse_config("", {"outer.error_feedback=true", "outer.wire_dtype=e3m0",
+                                  "outer.wire_rounding=stochastic", "outer.wire_block=64"}));
   CHECK_THROWS_WITH(parse_config("", {"interval.H=0"}), Catch::Contains("interval.H"));
   CHECK_THROWS_WITH(parse_config("", {"wan.mode=fast"}), Catch::Contains("wan.mode"));
   CHECK_THROWS_WITH(parse_config("", {"wan.bandwidth_gbps=0"}),

@@ -20,8 +20,8 @@ size_t HierarchicalAllreduce::shard_size(size_t n, int members) {
 }
 
 void HierarchicalAllreduce::allreduce_sum(float* data, size_t n, double* scalars, size_t k,
-                                          DType wire) {
-  check_wire_dtype(wire);
+                                          const WireCodec& codec, uint64_t stream,
+                                          float* residual) {
   if (inter_.dcs() <= 1) return;  // one dc: its members already agree
   const int members = intra_.size();
   const size_t shard = shard_size(n, members);
@@ -29,26 +29,31 @@ void HierarchicalAllreduce::allreduce_sum(float* data, size_t n, double* scalars
   const size_t end = std::min(n, begin + shard);
   if (n == shard * static_cast<size_t>(members)) {
     // Even shards: reduce and gather in place, no copies.
-    reduce_shard(data + begin, shard, scalars, k, wire);
+    reduce_shard(data + begin, shard, scalars, k, codec, stream, residual);
     if (members > 1) intra_.allgather(data + begin, data, shard, DType::f32);
     return;
   }
   // Uneven: every member reduces a zero-padded shard of the same length.
   shard_.assign(shard, 0.0F);
   std::copy(data + begin, data + end, shard_.begin());
-  reduce_shard(shard_.data(), shard, scalars, k, wire);
+  reduce_shard(shard_.data(), shard, scalars, k, codec, stream, residual);
   gathered_.resize(shard * static_cast<size_t>(members));
   intra_.allgather(shard_.data(), gathered_.data(), shard, DType::f32);
   std::copy(gathered_.begin(), gathered_.begin() + static_cast<std::ptrdiff_t>(n), data);
 }
 
 void HierarchicalAllreduce::reduce_shard(float* shard, size_t count, double* scalars, size_t k,
-                                         DType wire) {
-  const size_t piece = kMaxPieceBytes / dtype_size(wire);
+                                         const WireCodec& codec, uint64_t stream, float* residual) {
+  if (residual != nullptr) {
+    for (size_t i = 0; i < count; ++i)
+      shard[i] += residual[i];
+  }
+  const size_t piece = kMaxPieceBytes / sizeof(float);  // no format takes more than 4 bytes
   size_t done = 0;
   do {
     const size_t n = std::min(piece, count - done);
-    inter_.allreduce(shard + done, n, wire, scalars, done == 0 ? k : 0);
+    inter_.allreduce(shard + done, n, codec, scalars, done == 0 ? k : 0, stream + done,
+                     residual != nullptr ? residual + done : nullptr);
     done += n;
   } while (done < count);
 }

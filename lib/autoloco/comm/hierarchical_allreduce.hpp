@@ -21,14 +21,20 @@ class HierarchicalAllreduce {
 
   // On entry `data` (n floats, host memory) and `scalars` (k doubles) are identical on every
   // member of a dc. On return both hold their sums over the dcs, identical on every rank. The
-  // payload travels in `wire` (f32 or bf16, summed in fp32); the scalars always in double.
-  void allreduce_sum(float* data, size_t n, double* scalars, size_t k, DType wire);
+  // payload travels in the codec's format (summed in fp32); the scalars always in double.
+  // `stream` seeds stochastic rounding. With `residual` (shard_size(n, members) floats: this
+  // member's shard; block formats only) the shard is sent with the residual added, and the
+  // residual becomes what rounding the shard lost (error feedback).
+  void allreduce_sum(float* data, size_t n, double* scalars, size_t k, const WireCodec& codec,
+                     uint64_t stream = 0, float* residual = nullptr);
 
+  int members() const { return intra_.size(); }
   // Elements of each member's shard: ceil(n / members); the last shard is zero-padded.
   static size_t shard_size(size_t n, int members);
 
  private:
-  void reduce_shard(float* shard, size_t count, double* scalars, size_t k, DType wire);
+  void reduce_shard(float* shard, size_t count, double* scalars, size_t k, const WireCodec& codec,
+                    uint64_t stream, float* residual);
 
   Communicator& intra_;
   WanLink& inter_;

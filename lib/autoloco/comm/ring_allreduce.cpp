@@ -28,6 +28,33 @@ RingAllreduce::Chunk RingAllreduce::chunk(size_t c, size_t count) const {
   return {begin, std::min(count, begin + per) - begin};
 }
 
+size_t RingAllreduce::message_bytes(size_t c, size_t count, DType wire, size_t k) const {
+  const PackedLayout layout{chunk(c, count).count, wire, c == 0 ? k : 0};
+  // Plain fp32 chunks travel unpacked (see exchange).
+  return wire == DType::f32 && layout.scalars == 0 ? layout.count * sizeof(float) : layout.bytes();
+}
+
+LinkTraffic RingAllreduce::traffic(size_t count, DType wire, size_t k) const {
+  LinkTraffic t;
+  if (size_ <= 1) return t;
+  // Every step of either phase moves each chunk once, so its slowest message is the largest.
+  size_t largest = 0;
+  for (size_t c = 0; c < static_cast<size_t>(size_); ++c)
+    largest = std::max(largest, message_bytes(c, count, wire, k));
+  for (int r = 0; r < size_; ++r) {
+    int64_t sent = 0;
+    for (int s = 0; s + 1 < size_; ++s) {
+      sent += static_cast<int64_t>(message_bytes(wrap(r - s, size_), count, wire, k) +
+                                   message_bytes(wrap(r + 1 - s, size_), count, wire, k));
+    }
+    if (r == rank_) t.sent_bytes = sent;
+    t.all_bytes += sent;
+  }
+  t.phases = 2 * (size_ - 1);
+  t.critical_bytes = static_cast<int64_t>(largest) * t.phases;
+  return t;
+}
+
 void RingAllreduce::exchange(const float* payload, size_t count, DType wire, const double* scalars,
                              size_t k, size_t send, size_t recv, float* into) {
   const Chunk out = chunk(send, count);
@@ -67,13 +94,16 @@ void RingAllreduce::exchange(const float* payload, size_t count, DType wire, con
                            &requests[1]));
     wait_all(requests, 2, policy_);
   }
+  sent_ += static_cast<int64_t>(send_bytes);
   incoming_scalars_.resize(in_layout.scalars);
   if (!raw_in) unpack(recv_buffer_.data(), in_layout, into, incoming_scalars_.data());
 }
 
-void RingAllreduce::run(float* payload, size_t count, DType wire, double* scalars, size_t k) {
+LinkTraffic RingAllreduce::run(float* payload, size_t count, DType wire, double* scalars,
+                               size_t k) {
   check_wire_dtype(wire);
-  if (size_ == 1) return;
+  if (size_ == 1) return {};
+  sent_ = 0;
   // Reduce-scatter: after G - 1 steps rank r holds the full sum of chunk r + 1.
   for (int s = 0; s + 1 < size_; ++s) {
     const size_t send = wrap(rank_ - s, size_);
@@ -102,6 +132,9 @@ void RingAllreduce::run(float* payload, size_t count, DType wire, double* scalar
     exchange(payload, count, wire, scalars, k, send, recv, payload + chunk(recv, count).begin);
     std::copy(incoming_scalars_.begin(), incoming_scalars_.end(), scalars);
   }
+  LinkTraffic t = traffic(count, wire, k);
+  t.sent_bytes = sent_;
+  return t;
 }
 
 }  // namespace autoloco

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "autoloco/comm/communicator.hpp"
+#include "autoloco/comm/link_traffic.hpp"
 #include "autoloco/comm/patient_wait.hpp"
 
 namespace autoloco {
@@ -21,8 +22,11 @@ class RingAllreduce {
   explicit RingAllreduce(MPI_Comm comm);
 
   // In place: payload (count floats) and scalars (k doubles) become their sums over the ranks.
-  // With a bf16 wire the result is rounded to bf16 (held in the floats).
-  void run(float* payload, size_t count, DType wire, double* scalars, size_t k);
+  // With a bf16 wire the result is rounded to bf16 (held in the floats). Returns the traffic,
+  // with the bytes this rank sent as counted.
+  LinkTraffic run(float* payload, size_t count, DType wire, double* scalars, size_t k);
+  // The traffic of run() on this rank, computed without running it.
+  LinkTraffic traffic(size_t count, DType wire, size_t k) const;
 
   // How each exchange waits for its messages (patient on the communication thread).
   void set_wait_policy(const WaitPolicy& policy) { policy_ = policy; }
@@ -33,6 +37,8 @@ class RingAllreduce {
     size_t count = 0;
   };
   Chunk chunk(size_t c, size_t count) const;
+  // Bytes of the message that carries chunk c (the scalars ride with chunk 0).
+  size_t message_bytes(size_t c, size_t count, DType wire, size_t k) const;
   // Sends chunk `send` of the payload to the right neighbour and receives chunk `recv` from the
   // left one into `into` (and the scalars into incoming_scalars_ when it is chunk 0).
   void exchange(const float* payload, size_t count, DType wire, const double* scalars, size_t k,
@@ -42,6 +48,7 @@ class RingAllreduce {
   int rank_ = 0;
   int size_ = 1;
   WaitPolicy policy_;
+  int64_t sent_ = 0;
   std::vector<std::byte> send_buffer_;
   std::vector<std::byte> recv_buffer_;
   std::vector<float> incoming_;

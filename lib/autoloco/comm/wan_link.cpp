@@ -1,38 +1,70 @@
 #include "autoloco/comm/wan_link.hpp"
 
+#include "autoloco/util/error.hpp"
 #include "autoloco/util/timer.hpp"
 
 namespace autoloco {
+namespace {
 
-double WanModel::seconds(size_t bytes_per_member) const {
-  if (dcs <= 1) return 0.0;
-  const double g = dcs;
-  const double dc_bytes = static_cast<double>(bytes_per_member) * members;
-  const double bytes_per_s = bandwidth_gbps * 1e9 / 8.0;
-  return 2.0 * (g - 1.0) * (latency_ms * 1e-3 + dc_bytes / (g * bytes_per_s));
+DType ring_dtype(const WireCodec& codec) {
+  return codec.format == WireFormat::bf16 ? DType::bf16 : DType::f32;
 }
 
-WanLink::WanLink(MpiCommunicator& inter, WanModel model) : ring_(inter.handle()), model_(model) {
+}  // namespace
+
+double WanModel::seconds(const LinkTraffic& t) const {
+  if (dcs <= 1) return 0.0;
+  const double bytes_per_s = bandwidth_gbps * 1e9 / 8.0;
+  return t.phases * latency_ms * 1e-3 +
+         static_cast<double>(t.critical_bytes) * members / bytes_per_s;
+}
+
+WanLink::WanLink(MpiCommunicator& inter, WanModel model)
+    : ring_(inter.handle()), compressed_(inter.handle()), model_(model) {
   model_.dcs = inter.size();
 }
 
 void WanLink::set_wait_policy(const WaitPolicy& policy) {
   ring_.set_wait_policy(policy);
+  compressed_.set_wait_policy(policy);
   cancel_ = policy.cancel;
 }
 
-void WanLink::allreduce(float* payload, size_t count, DType wire, double* scalars, size_t k) {
+size_t WanLink::message_bytes(size_t count, const WireCodec& codec, size_t k) {
+  if (!codec.has_scales()) return PackedLayout{count, ring_dtype(codec), k}.bytes();
+  return codec.encoded_bytes(count) + k * sizeof(double);
+}
+
+LinkTraffic WanLink::traffic(size_t count, const WireCodec& codec, size_t k) const {
+  return codec.has_scales() ? compressed_.traffic(count, codec, k)
+                            : ring_.traffic(count, ring_dtype(codec), k);
+}
+
+double WanLink::seconds(size_t count, const WireCodec& codec, size_t k) const {
+  return model_.seconds(traffic(count, codec, k));
+}
+
+void WanLink::allreduce(float* payload, size_t count, const WireCodec& codec, double* scalars,
+                        size_t k, uint64_t stream, float* residual) {
+  if (residual != nullptr && !codec.has_scales()) {
+    throw CommError("internal: error feedback needs a block format (fp8, int8, int4, e3m0)");
+  }
   if (model_.dcs <= 1) return;
-  const PackedLayout layout{count, wire, k};
   Timer timer;
-  ring_.run(payload, count, wire, scalars, k);
-  const double t = model_.seconds(layout.bytes());
-  link_s_.store(link_s_.load() + t);
-  dc_bytes_.store(dc_bytes_.load() + static_cast<int64_t>(layout.bytes()) * model_.members);
+  const LinkTraffic t = codec.has_scales()
+                            ? compressed_.run(payload, count, codec, scalars, k, stream, residual)
+                            : ring_.run(payload, count, ring_dtype(codec), scalars, k);
+  const double seconds = model_.seconds(t);
+  link_s_.store(link_s_.load() + seconds);
+  dc_bytes_.store(dc_bytes_.load() +
+                  static_cast<int64_t>(message_bytes(count, codec, k)) * model_.members);
+  // Every member's collective moves the same shard sizes: all dcs sent members x its total.
+  sent_bytes_.store(sent_bytes_.load() + t.all_bytes * model_.members);
+  last_ = t;
   messages_.store(messages_.load() + 1);
   if (model_.sleep) {
     // The real transfer already took some of the simulated time.
-    const double remaining = t - timer.seconds();
+    const double remaining = seconds - timer.seconds();
     if (remaining > 0) sleep_cancellable(remaining, cancel_);
   }
   wall_s_.store(wall_s_.load() + timer.seconds());
@@ -40,6 +72,7 @@ void WanLink::allreduce(float* payload, size_t count, DType wire, double* scalar
 
 void WanLink::restore(const WanCounters& c) {
   dc_bytes_.store(c.dc_bytes);
+  sent_bytes_.store(c.sent_bytes);
   messages_.store(c.messages);
   link_s_.store(c.link_s);
   wall_s_.store(c.wall_s);

@@ -130,6 +130,9 @@ struct OuterConfig {
   std::string correction = "none";
   double correction_beta = 0.5;
   std::string wire_dtype = "fp32";
+  int64_t wire_block = 256;
+  std::string wire_rounding = "nearest";
+  bool error_feedback = false;
   std::string state_device = "auto";
   std::string overlap = "streaming";
   int64_t overlap_steps = 0;
@@ -153,8 +156,17 @@ struct OuterConfig {
       "none, momentum (mu^r), lr (lr r^correction_beta) or both (mu^r, lr (1 - mu^r)/(1 - mu))");
     v("correction_beta", s.correction_beta, "exponent of r in correction: lr");
     v("wire_dtype", s.wire_dtype,
-      "dtype of pseudo-gradients (and ddp gradients) on the inter-dc link: fp32 or bf16 (summed "
-      "in fp32)");
+      "format of pseudo-gradients (and ddp gradients) on the inter-dc link, always summed in "
+      "fp32: fp32, bf16, or with one fp32 scale per wire_block values fp8 (e4m3), int8, int4 or "
+      "e3m0 (4-bit sign and exponent; docs/methods.md)");
+    v("wire_block", s.wire_block,
+      "values per fp32 scale of the fp8, int8, int4 and e3m0 formats (even)");
+    v("wire_rounding", s.wire_rounding,
+      "rounding of those formats: nearest, or stochastic (seeded by run.seed, the round and the "
+      "fragment: runs stay deterministic)");
+    v("error_feedback", s.error_feedback,
+      "each dc adds what rounding its last pseudo-gradient lost to the next one (fp8, int8, int4 "
+      "and e3m0; one fp32 value per parameter and dc, shared by its ranks)");
     v("state_device", s.state_device,
       "where the outer state (anchor, momentum; fp32) lives: cpu, device (run.device), or auto "
       "(the device for models up to 1B parameters, 8 GB of outer state; the cpu beyond)");

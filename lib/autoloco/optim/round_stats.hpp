@@ -28,7 +28,8 @@ struct RoundStats {
   double link_s = 0.0;           // simulated link seconds of the round's all-reduce
   // With fragments, the link seconds of each of the cycle's syncs (empty: the one, link_s).
   std::vector<double> sync_link_s;
-  int64_t dc_bytes = 0;            // bytes one dc sent over the link in the round
+  int64_t dc_bytes = 0;            // bytes of one dc's message in the round
+  int64_t sent_bytes = 0;          // bytes all dcs sent over the link in the round
   std::vector<double> next_batch;  // per dc: sequences per rank of the next round
   std::vector<double> demand;      // per dc: what its batch test asked for (NaN: none)
 

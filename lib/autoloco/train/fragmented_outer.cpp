@@ -16,7 +16,8 @@ FragmentedOuter::FragmentedOuter(const Config& config, FlatParams& params,
     : plan_(make_plan(params, config.outer.fragments)) {
   for (size_t p = 0; p < plan_.size(); ++p) {
     syncs_.push_back(std::make_unique<OuterSync>(config.outer, config.interval.H, params, plan_, p,
-                                                 reducer, link, state_device));
+                                                 reducer, link, state_device,
+                                                 static_cast<uint64_t>(config.run.seed)));
   }
 }
 

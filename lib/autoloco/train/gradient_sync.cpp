@@ -11,16 +11,20 @@ constexpr int64_t kBucketNumel = int64_t{1} << 22;
 
 }  // namespace
 
-GradientSync::GradientSync(Communicator& intra, HierarchicalAllreduce* across_dcs, DType wire,
-                           int world_size)
-    : intra_(intra), across_(across_dcs), wire_(wire), world_size_(world_size) {}
+GradientSync::GradientSync(Communicator& intra, HierarchicalAllreduce* across_dcs,
+                           const WireCodec& codec, int world_size, uint64_t rounding_seed)
+    : intra_(intra),
+      across_(across_dcs),
+      codec_(codec),
+      world_size_(world_size),
+      rounding_seed_(rounding_seed) {}
 
-void GradientSync::run(FlatParams& params) {
+void GradientSync::run(FlatParams& params, int64_t step) {
   torch::NoGradGuard no_grad;
   torch::Tensor& grads = params.grads();
   allreduce_intra(grads);
   if (across_ != nullptr) {
-    allreduce_across(grads);
+    allreduce_across(grads, rounding_seed_ * 0x9E3779B97F4A7C15ULL + static_cast<uint64_t>(step));
     grads.div_(world_size_);
   } else if (intra_.size() > 1) {
     grads.div_(intra_.size());
@@ -37,10 +41,10 @@ void GradientSync::allreduce_intra(torch::Tensor& grads) {
   }
 }
 
-void GradientSync::allreduce_across(torch::Tensor& grads) {
+void GradientSync::allreduce_across(torch::Tensor& grads, uint64_t stream) {
   if (!grads.is_cuda()) {
     across_->allreduce_sum(grads.data_ptr<float>(), static_cast<size_t>(grads.numel()), nullptr, 0,
-                           wire_);
+                           codec_, stream);
     return;
   }
   // Inter-dc traffic is MPI on host memory: stage through a pinned buffer.
@@ -50,7 +54,7 @@ void GradientSync::allreduce_across(torch::Tensor& grads) {
   }
   staging_.copy_(grads);
   across_->allreduce_sum(staging_.data_ptr<float>(), static_cast<size_t>(staging_.numel()), nullptr,
-                         0, wire_);
+                         0, codec_, stream);
   grads.copy_(staging_);
 }
 

@@ -13,20 +13,24 @@ namespace autoloco {
 
 class GradientSync {
  public:
-  // `across_dcs` is null unless the method is ddp with several dcs.
-  GradientSync(Communicator& intra, HierarchicalAllreduce* across_dcs, DType wire, int world_size);
+  // `across_dcs` is null unless the method is ddp with several dcs; then the gradients cross
+  // the link in `codec`'s format (the compressed path of the outer sync for the block formats),
+  // stochastic rounding seeded by `rounding_seed` and the step.
+  GradientSync(Communicator& intra, HierarchicalAllreduce* across_dcs, const WireCodec& codec,
+               int world_size, uint64_t rounding_seed = 0);
 
-  // grads <- mean of grads over the dc (or, for ddp, over the world).
-  void run(FlatParams& params);
+  // grads <- mean of grads over the dc (or, for ddp, over the world), at inner step `step`.
+  void run(FlatParams& params, int64_t step = 0);
 
  private:
   void allreduce_intra(torch::Tensor& grads);
-  void allreduce_across(torch::Tensor& grads);
+  void allreduce_across(torch::Tensor& grads, uint64_t stream);
 
   Communicator& intra_;
   HierarchicalAllreduce* across_;
-  DType wire_;
+  WireCodec codec_;
   int world_size_;
+  uint64_t rounding_seed_;
   torch::Tensor staging_;  // host copy of device gradients for the inter-dc path
 };
 

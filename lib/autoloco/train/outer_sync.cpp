@@ -3,12 +3,15 @@
 #include <c10/core/Event.h>
 #include <c10/core/StreamGuard.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <fmt/format.h>
 
 #include <chrono>
 #include <cmath>
 #include <optional>
 #include <thread>
 #include <vector>
+
+#include "autoloco/util/error.hpp"
 
 namespace autoloco {
 namespace {
@@ -35,10 +38,19 @@ torch::Device outer_state_device(const std::string& state_device, torch::Device 
   return torch::kCPU;
 }
 
+WireCodec wire_codec(const OuterConfig& outer) {
+  WireCodec c;
+  c.format = parse_wire_format(outer.wire_dtype);
+  c.block = static_cast<size_t>(outer.wire_block);
+  c.stochastic = outer.wire_rounding == "stochastic";
+  return c;
+}
+
 OuterSync::OuterSync(const OuterConfig& outer, int64_t H0, FlatParams& params,
                      const FragmentPlan& plan, size_t fragment, HierarchicalAllreduce& reducer,
-                     WanLink& link, torch::Device state_device)
-    : wire_(outer.wire_dtype == "bf16" ? DType::bf16 : DType::f32),
+                     WanLink& link, torch::Device state_device, uint64_t rounding_seed)
+    : codec_(wire_codec(outer)),
+      rounding_seed_(rounding_seed),
       plan_(plan),
       fragment_(fragment),
       optimizer_(make_outer_optimizer(outer, H0)),
@@ -54,13 +66,19 @@ OuterSync::OuterSync(const OuterConfig& outer, int64_t H0, FlatParams& params,
   if (gpu && !anchor_.is_cuda()) anchor_ = anchor_.pin_memory();
   staging_ = torch::empty({anchor_.numel()},
                           torch::TensorOptions().dtype(torch::kFloat).pinned_memory(gpu));
+  if (outer.error_feedback) {
+    residual_ = torch::zeros({static_cast<int64_t>(HierarchicalAllreduce::shard_size(
+                                 static_cast<size_t>(anchor_.numel()), reducer_.members()))},
+                             torch::kFloat);
+  }
 }
 
 OuterSync::~OuterSync() = default;
 
 int64_t OuterSync::buffer_bytes() const {
   const int64_t snapshot = anchor_.is_cuda() || staging_.is_pinned() ? staging_.numel() : 0;
-  return 4 * (staging_.numel() + snapshot);
+  const int64_t residual = residual_.defined() ? residual_.numel() : 0;
+  return 4 * (staging_.numel() + snapshot + residual);
 }
 
 void OuterSync::stage_delta(FlatParams& params) {
@@ -122,6 +140,13 @@ void OuterSync::reduce(StagedRound& r) {
   await_staging();
   const RoundInput& in = r.in;
   const double delta_norm = staging_.norm().item<double>();
+  if (!std::isfinite(delta_norm)) {
+    throw TrainingError(fmt::format(
+        "the pseudo-gradient of dc {} in round {}{} is not finite (NaN or infinity): the "
+        "replica diverged in its inner steps; resume from an earlier checkpoint with a lower "
+        "inner.lr or a tighter inner.grad_clip",
+        in.dc, in.round, plan_.whole() ? "" : fmt::format(" (fragment {})", fragment_)));
+  }
   const double weight = in.tokens / in.nominal_tokens;
   if (weight != 1.0) staging_.mul_(weight);
 
@@ -142,10 +167,16 @@ void OuterSync::reduce(StagedRound& r) {
   scalars[kSeconds] = in.seconds;
   const double link_before = link_.link_seconds();
   const int64_t bytes_before = link_.dc_bytes();
+  const int64_t sent_before = link_.sent_bytes();
+  // Stochastic rounding draws differently in every round and fragment, alike on every rank.
+  const uint64_t stream = rounding_seed_ * 0x9E3779B97F4A7C15ULL +
+                          static_cast<uint64_t>(in.round) * 0x10000ULL + fragment_;
   reducer_.allreduce_sum(staging_.data_ptr<float>(), static_cast<size_t>(staging_.numel()),
-                         scalars.data(), scalars.size(), wire_);
+                         scalars.data(), scalars.size(), codec_, stream,
+                         residual_.defined() ? residual_.data_ptr<float>() : nullptr);
   r.link_s = link_.link_seconds() - link_before;
   r.dc_bytes = link_.dc_bytes() - bytes_before;
+  r.sent_bytes = link_.sent_bytes() - sent_before;
 }
 
 RoundStats OuterSync::finish(const StagedRound& r) {
@@ -177,6 +208,7 @@ RoundStats OuterSync::finish(const StagedRound& r) {
     s.demand.push_back(demand[d] < 0.0 ? std::nan("") : demand[d]);
   s.link_s = r.link_s;
   s.dc_bytes = r.dc_bytes;
+  s.sent_bytes = r.sent_bytes;
 
   const torch::Tensor mean_delta =
       anchor_.is_cuda() ? staging_.to(anchor_.device(), /*non_blocking=*/false) : staging_;

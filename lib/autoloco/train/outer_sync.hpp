@@ -42,14 +42,18 @@ constexpr int64_t kAutoDeviceParameters = int64_t{1} << 30;
 torch::Device outer_state_device(const std::string& state_device, torch::Device device,
                                  int64_t parameters);
 
+// The inter-dc wire format of outer.wire_dtype, wire_block and wire_rounding.
+WireCodec wire_codec(const OuterConfig& outer);
+
 // A round's message between its stages: staged on the main thread, reduced on whichever thread
 // carries the link, finished on the main thread. After reduce() the staging buffer holds
 // Σ_i w_i Δ_i and `scalars` their sums, identical on every rank.
 struct StagedRound {
   RoundInput in;
   std::vector<double> scalars;
-  double link_s = 0.0;   // simulated link seconds of its all-reduce
-  int64_t dc_bytes = 0;  // bytes one dc sent
+  double link_s = 0.0;     // simulated link seconds of its all-reduce
+  int64_t dc_bytes = 0;    // bytes of one dc's message
+  int64_t sent_bytes = 0;  // bytes all dcs sent on the link
 };
 
 class OuterSync {
@@ -62,10 +66,11 @@ class OuterSync {
 
   // Fragment `fragment` of `plan` (the whole model when the plan is whole): its anchor starts as
   // `params`' current values there; the outer state lives on `state_device`; H0 (interval.H)
-  // is the reference interval of the outer correction. `plan` must outlive it.
+  // is the reference interval of the outer correction; `rounding_seed` (run.seed) seeds
+  // stochastic rounding on the wire. `plan` must outlive it.
   OuterSync(const OuterConfig& outer, int64_t H0, FlatParams& params, const FragmentPlan& plan,
             size_t fragment, HierarchicalAllreduce& reducer, WanLink& link,
-            torch::Device state_device);
+            torch::Device state_device, uint64_t rounding_seed = 0);
   ~OuterSync();
 
   // One round's end, blocking, on every rank of the world together: stage, reduce, finish, and
@@ -78,7 +83,8 @@ class OuterSync {
   // replica may change as soon as this returns.
   StagedRound stage(FlatParams& params, const RoundInput& in, bool asynchronous = false);
   // Any one thread: weights Δ_i by the dc's tokens, fills the message's scalars and runs the
-  // hierarchical all-reduce. Touches only the staging buffer (and reads the anchor).
+  // hierarchical all-reduce. Touches only the staging buffer (and reads the anchor). A Δ_i that
+  // is not finite is a TrainingError naming the dc and the round.
   void reduce(StagedRound& r);
   // Main thread: the token-weighted mean, the round's statistics and the outer step on the
   // anchor (on the compute stream). The replica is not touched.
@@ -90,6 +96,9 @@ class OuterSync {
   torch::Tensor& anchor() { return anchor_; }
   // The host buffer of the message (a pending result's Σ w_i Δ_i, for checkpoints).
   torch::Tensor& staging() { return staging_; }
+  // outer.error_feedback: what rounding this rank's shard of the last pseudo-gradient lost
+  // (undefined without error feedback).
+  torch::Tensor& residual() { return residual_; }
   // Bytes of the buffers that a sync on another thread uses (staging, GPU snapshot).
   int64_t buffer_bytes() const;
   OuterOptimizer& optimizer() { return *optimizer_; }
@@ -103,14 +112,16 @@ class OuterSync {
   void await_staging();
 
   struct DeviceStaging;  // the GPU side stream and its event (outer_sync.cpp)
-  DType wire_;
+  WireCodec codec_;
+  uint64_t rounding_seed_;
   const FragmentPlan& plan_;
   size_t fragment_;
   std::unique_ptr<OuterOptimizer> optimizer_;
   HierarchicalAllreduce& reducer_;
   WanLink& link_;
-  torch::Tensor anchor_;   // fp32, state device (pinned when on the host and params on a GPU)
-  torch::Tensor staging_;  // fp32 host buffer for the wire (pinned when params live on a GPU)
+  torch::Tensor anchor_;    // fp32, state device (pinned when on the host and params on a GPU)
+  torch::Tensor staging_;   // fp32 host buffer for the wire (pinned when params live on a GPU)
+  torch::Tensor residual_;  // fp32 host, this member's shard (outer.error_feedback)
   std::unique_ptr<DeviceStaging> device_staging_;
 };
 

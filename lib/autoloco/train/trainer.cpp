@@ -75,9 +75,10 @@ Trainer::Trainer(const Config& config, MPI_Comm world, TrainerOptions options)
   }
   build_instances(subset);
   streams_ = InstanceStreams(device_, instances_.size());
-  const DType wire = config_.outer.wire_dtype == "bf16" ? DType::bf16 : DType::f32;
   HierarchicalAllreduce* across = !outer_method() && topo_.num_dcs > 1 ? reducer_.get() : nullptr;
-  grad_sync_ = std::make_unique<GradientSync>(*grad_comm_, across, wire, topo_.world_size);
+  grad_sync_ =
+      std::make_unique<GradientSync>(*grad_comm_, across, wire_codec(config_.outer),
+                                     topo_.world_size, static_cast<uint64_t>(config_.run.seed));
   if (outer_method()) {
     const torch::Device state_device =
         outer_state_device(config_.outer.state_device, device_, params().numel());
@@ -236,7 +237,7 @@ Trainer::InstanceStep Trainer::instance_step(ModelInstance& inst) {
   out.loss = forward_backward_async(inst.model, p, *inst.stream, inst.batch->plan(), device_,
                                     inst.samples.get(), bf16_);
   if (inst.samples) inst.samples->before_sync(p);
-  grad_sync_->run(p);
+  grad_sync_->run(p, step_);
   // Of the dc's mean gradient: before clipping scales it.
   if (inst.samples) out.sample_products = inst.samples->products(p);
   out.grad_norm = clip_grad_norm_async(p, config_.inner.grad_clip);
@@ -352,6 +353,7 @@ TrainSummary Trainer::train() {
   s.final_batch = last_round_batches_.empty() ? dc_batch_sequences() : last_round_batches_;
   s.rounds = rounds_;
   s.inter_dc_bytes = inter_dc_bytes();
+  s.sent_bytes = wan_->sent_bytes();
   // ddp sends one message of equal size per step.
   s.peak_sync_bytes =
       sync_ ? peak_sync_dc_bytes_ * topo_.num_dcs : (rounds_ > 0 ? s.inter_dc_bytes / rounds_ : 0);

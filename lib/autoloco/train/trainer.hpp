@@ -68,7 +68,8 @@ struct TrainSummary {
   int64_t steps = 0;
   int64_t tokens = 0;           // all ranks
   int64_t rounds = 0;           // inter-dc synchronizations
-  int64_t inter_dc_bytes = 0;   // all dcs together
+  int64_t inter_dc_bytes = 0;   // all dcs together: the all-reduced messages' bytes
+  int64_t sent_bytes = 0;       // all dcs together: the bytes sent on the link
   int64_t peak_sync_bytes = 0;  // the largest single sync, all dcs together
   double final_train_loss = NAN;
   double final_eval_loss = NAN;
@@ -190,6 +191,11 @@ class Trainer {
   void keep_instances(const std::vector<int64_t>& active, const std::string& file);
 
   void log_start() const;
+  // One sync of `numel` parameters: the bytes of a dc's message (all its members) and its link
+  // seconds; the scalars of an outer round (none for ddp) ride along.
+  int64_t sync_message_bytes(int64_t numel) const;
+  double sync_seconds(int64_t numel) const;
+  size_t sync_scalars() const;
   std::string describe_fragment_syncs() const;  // "" without fragments
   // Fragment p's period (the round, with one fragment) ends with this step: its sync starts
   // (and, blocking, lands).

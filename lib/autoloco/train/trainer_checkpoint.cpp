@@ -124,7 +124,7 @@ void write_pending_global(H5Writer& w, SyncPipeline& sync) {
   w.write("sync/pending_due_step", p->due_step);
   w.write("sync/pending_round",
           std::vector<int64_t>{p->round.in.round, p->round.in.step, p->round.in.H,
-                               p->round.dc_bytes, p->round.in.fragment});
+                               p->round.dc_bytes, p->round.in.fragment, p->round.sent_bytes});
   w.write("sync/pending_scalars", p->round.scalars);
   w.write("sync/pending_link_s", p->round.link_s);
   write_tensor(w, "sync/pending_sum", sync.outer().at(p->round.in.fragment).staging());
@@ -147,12 +147,13 @@ void read_sync(const H5Reader& g, const H5Reader& k, SyncPipeline& sync, const W
   PendingSync p;
   p.due_step = g.read_int("sync/pending_due_step");
   const std::vector<int64_t> round = g.read_i64("sync/pending_round");
-  // Four values before fragments, then the fragment.
-  if (round.size() != 4 && round.size() != 5) {
+  // Four values before fragments, then the fragment, then the bytes sent.
+  if (round.size() < 4 || round.size() > 6) {
     throw CheckpointError(
-        fmt::format("'{}': sync/pending_round has {} values, not 5", g.path(), round.size()));
+        fmt::format("'{}': sync/pending_round has {} values, not 6", g.path(), round.size()));
   }
-  p.round.in.fragment = round.size() == 5 ? round[4] : 0;
+  p.round.in.fragment = round.size() >= 5 ? round[4] : 0;
+  p.round.sent_bytes = round.size() >= 6 ? round[5] : 0;
   if (p.round.in.fragment < 0 || p.round.in.fragment >= static_cast<int64_t>(sync.outer().size())) {
     throw ResumeMismatch(
         fmt::format("'{}': the sync in flight is fragment {}, but this run has {} fragments "
@@ -287,10 +288,15 @@ ManifestFile Trainer::write_rank_file(const std::string& dir) {
   w.write("clock/wall_s", wall_.seconds());
   const WanCounters c = wan_->counters();
   w.write("wan/dc_bytes", c.dc_bytes);
+  w.write("wan/sent_bytes", c.sent_bytes);
   w.write("wan/messages", c.messages);
   w.write("wan/link_s", c.link_s);
   w.write("wan/wall_s", c.wall_s);
   if (sync_) write_sync_rank(w, *sync_);
+  if (sync_ && config_.outer.error_feedback) {
+    for (size_t p = 0; p < sync_->outer().size(); ++p)
+      write_tensor(w, fmt::format("residual/{}", p), sync_->outer().at(p).residual());
+  }
   return finish(w, name);
 }
 
@@ -612,6 +618,11 @@ Trainer::Resumed Trainer::load_checkpoint(const std::string& path) {
     }
     loop_.loss_sum = k.read_double("loop/loss_sum");
     loop_.loss_count = k.read_int("loop/loss_count");
+    // A checkpoint written without error feedback has no residual: it starts from zero.
+    if (sync_ && config_.outer.error_feedback && k.has("residual/0")) {
+      for (size_t p = 0; p < sync_->outer().size(); ++p)
+        read_tensor(k, fmt::format("residual/{}", p), sync_->outer().at(p).residual());
+    }
     if (!periods_.empty()) {
       periods_[0].loss_sum = k.read_double("round/loss_sum");
       periods_[0].start_compute_s = k.read_double("round/start_compute_s");
@@ -626,8 +637,10 @@ Trainer::Resumed Trainer::load_checkpoint(const std::string& path) {
     }
 
     resumed_wall_s_ = k.read_double("clock/wall_s");
-    wan_->restore(WanCounters{k.read_int("wan/dc_bytes"), k.read_int("wan/messages"),
-                              k.read_double("wan/link_s"), k.read_double("wan/wall_s")});
+    // Checkpoints from before compressed formats did not count the bytes sent: from 0 on.
+    wan_->restore(WanCounters{
+        k.read_int("wan/dc_bytes"), k.has("wan/sent_bytes") ? k.read_int("wan/sent_bytes") : 0,
+        k.read_int("wan/messages"), k.read_double("wan/link_s"), k.read_double("wan/wall_s")});
     if (sync_) {
       const H5Reader g(path + "/" + kGlobalFile, &manifest_entry(m, path, kGlobalFile).datasets);
       read_sync(g, k, *sync_, wan_->counters());

@@ -35,17 +35,24 @@ void Trainer::log_start() const {
             format_si(static_cast<double>(train_data_->num_tokens())), train_data_->num_shards(),
             format_si(static_cast<double>(val_data_->num_tokens())), tokens_per_step());
   const auto& o = config_.outer;
-  const size_t shard_bytes =
-      HierarchicalAllreduce::shard_size(static_cast<size_t>(instances_[0].params->numel()),
-                                        topo_.ranks_per_dc) *
-      (o.wire_dtype == "bf16" ? 2 : 4);
+  const WireCodec codec = wire_codec(o);
   if (outer_method()) {
     log::info("method {}: outer lr {} momentum {}{}{}, wire {}, state on {} | intra-dc {}",
               o.method, o.method == "local_sgd" ? 1.0 : o.lr,
               o.method == "local_sgd" ? 0.0 : o.momentum,
               o.momentum_schedule.empty() ? "" : " (scheduled)",
               o.correction == "none" ? "" : fmt::format(", correction {}", o.correction),
-              o.wire_dtype, anchor().device().str(), grad_comm_->backend());
+              codec.describe(), anchor().device().str(), grad_comm_->backend());
+    if (o.error_feedback) {
+      int64_t residual = 0;
+      for (size_t p = 0; p < sync_->outer().size(); ++p)
+        residual += sync_->outer().at(p).residual().numel();
+      log::info(
+          "error feedback: {}B of residual per rank ({}B per dc: one fp32 value per "
+          "parameter)",
+          format_si(4.0 * static_cast<double>(residual)),
+          format_si(4.0 * static_cast<double>(residual * topo_.ranks_per_dc)));
+    }
     log::info("interval {}", controller_->describe());
     log::info("{}", sync_->describe());
     if (sync_->outer().size() > 1) {
@@ -54,7 +61,7 @@ void Trainer::log_start() const {
     }
   } else {
     log::info("method ddp: gradients all-reduced over the world every step, wire {} | intra-dc {}",
-              o.wire_dtype, grad_comm_->backend());
+              codec.describe(), grad_comm_->backend());
   }
   const auto* adamw = dynamic_cast<const FlatAdamW*>(instances_[0].optimizer.get());
   log::info("precision {} | tf32 {} | inner {}{}",
@@ -66,11 +73,30 @@ void Trainer::log_start() const {
                                                 instances_.size(), config_.batch.merge_every)
                                   : "");
   if (topo_.num_dcs > 1) {
+    const int64_t n = instances_[0].params->numel();
     log::info("inter-dc link: {} Gbit/s, {} ms ({}): {}B per dc per sync, {:.3f} s per sync{}",
               config_.wan.bandwidth_gbps, config_.wan.latency_ms, config_.wan.mode,
-              format_si(static_cast<double>(shard_bytes * static_cast<size_t>(topo_.ranks_per_dc))),
-              wan_->model().seconds(shard_bytes), describe_fragment_syncs());
+              format_si(static_cast<double>(sync_message_bytes(n))), sync_seconds(n),
+              describe_fragment_syncs());
   }
+}
+
+int64_t Trainer::sync_message_bytes(int64_t numel) const {
+  const size_t shard =
+      HierarchicalAllreduce::shard_size(static_cast<size_t>(numel), topo_.ranks_per_dc);
+  return static_cast<int64_t>(
+             WanLink::message_bytes(shard, wire_codec(config_.outer), sync_scalars())) *
+         topo_.ranks_per_dc;
+}
+
+double Trainer::sync_seconds(int64_t numel) const {
+  const size_t shard =
+      HierarchicalAllreduce::shard_size(static_cast<size_t>(numel), topo_.ranks_per_dc);
+  return wan_->seconds(shard, wire_codec(config_.outer), sync_scalars());
+}
+
+size_t Trainer::sync_scalars() const {
+  return outer_method() ? OuterSync::message_scalars(topo_.num_dcs) : 0;
 }
 
 std::string Trainer::describe_fragment_syncs() const {
@@ -79,14 +105,10 @@ std::string Trainer::describe_fragment_syncs() const {
   int64_t largest = 0;
   for (size_t p = 0; p < sync_->outer().size(); ++p)
     largest = std::max(largest, sync_->outer().plan()[p].numel);
-  const size_t shard =
-      HierarchicalAllreduce::shard_size(static_cast<size_t>(largest), topo_.ranks_per_dc) *
-      (config_.outer.wire_dtype == "bf16" ? 2 : 4);
-  return fmt::format(
-      " of the whole model; {} fragment syncs of at most {}B per dc, {:.3f} s",
-      sync_->outer().size(),
-      format_si(static_cast<double>(shard * static_cast<size_t>(topo_.ranks_per_dc))),
-      wan_->model().seconds(shard));
+  return fmt::format(" of the whole model; {} fragment syncs of at most {}B per dc, {:.3f} s",
+                     sync_->outer().size(),
+                     format_si(static_cast<double>(sync_message_bytes(largest))),
+                     sync_seconds(largest));
 }
 
 void Trainer::log_step(const StepResult& r, double interval_loss, double interval_s) {
@@ -139,6 +161,7 @@ void Trainer::log_round(const RoundStats& s, const std::vector<int64_t>& batches
       .add("next_batch", next_batch)
       .add("batch_demand", demand)
       .add("inter_dc_bytes", s.dc_bytes * topo_.num_dcs)
+      .add("sent_bytes", s.sent_bytes)
       .add("link_s", s.link_s)
       .add("delta_norm", std::sqrt(s.avg_delta_sq))
       .add("mean_delta_norm", s.mean_delta_norm)
@@ -192,6 +215,7 @@ void Trainer::write_summary(const TrainSummary& s) {
           .add("tokens", s.tokens)
           .add("rounds", s.rounds)
           .add("inter_dc_bytes", s.inter_dc_bytes)
+          .add("sent_bytes", s.sent_bytes)
           .add("peak_sync_bytes", s.peak_sync_bytes)
           .add("final_train_loss", s.final_train_loss)
           .add("final_eval_loss", s.final_eval_loss)

@@ -39,4 +39,10 @@ class CommError : public Error {
   using Error::Error;
 };
 
+// Training went wrong in a way no retry fixes (a pseudo-gradient that is not finite).
+class TrainingError : public Error {
+ public:
+  using Error::Error;
+};
+
 }  // namespace autoloco

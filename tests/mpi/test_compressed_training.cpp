@@ -1,0 +1,101 @@
+// Training over the compressed wire formats (2 dcs of one rank): DiLoCo's loss falls with every
+// format, with and without error feedback; a run with stochastic 4-bit rounding and error
+// feedback resumes bitwise; a pseudo-gradient that is not finite stops the run with an error
+// naming the dc and the round.
+// LibTorch first: Debian's LibTorch pulls in glog, whose CHECK would replace Catch's.
+#include "autoloco/train/trainer.hpp"
+
+#include <mpi.h>
+#include <catch2/catch.hpp>
+
+#include <limits>
+#include <string>
+
+#include "../support/resume_check.hpp"
+#include "../support/shared_corpus.hpp"
+#include "autoloco/util/error.hpp"
+
+using namespace autoloco;
+using test::run;
+using test::SharedCorpus;
+using test::world_rank;
+
+namespace {
+
+Config compressed_config(const SharedCorpus& corpus, const std::string& format) {
+  Config c = corpus.config(1);
+  c.run.name = format;
+  c.run.steps = 24;
+  c.interval.H = 4;
+  c.outer.wire_dtype = format;
+  c.outer.wire_block = 32;
+  c.interval.check_consistency = true;
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("diloco trains over every wire format: the loss falls", "[np=2][compressed]") {
+  const SharedCorpus corpus("compressed-train");
+  for (const std::string format : {"bf16", "fp8", "int8", "int4", "e3m0", "e3m0+ef"}) {
+    INFO("outer.wire_dtype " << format);
+    const bool feedback = format == "e3m0+ef";
+    Config c = compressed_config(corpus, feedback ? "e3m0" : format);
+    c.outer.error_feedback = feedback;
+    Trainer trainer(c, MPI_COMM_WORLD, {false, false});
+    double first = 0.0;
+    double last = 0.0;
+    for (int step = 1; step <= 24; ++step) {
+      const double loss = trainer.train_step().loss;
+      if (step <= 4) first += loss / 4;
+      if (step > 20) last += loss / 4;
+    }
+    CHECK(trainer.rounds() == 6);
+    CHECK(last < first - 0.3);
+    CHECK(test::identical_on_all_ranks(trainer.anchor()));
+  }
+}
+
+TEST_CASE("a run over stochastically rounded int4 with error feedback resumes bitwise",
+          "[np=2][compressed][resume]") {
+  const SharedCorpus corpus("compressed-resume");
+  Config ref = compressed_config(corpus, "int4");
+  ref.outer.wire_rounding = "stochastic";
+  ref.outer.error_feedback = true;
+  ref.run.name = "reference";
+  ref.run.eval_every = 6;
+  ref.ckpt.every_minutes = 0;
+  ref.ckpt.keep_last = 10;
+  Config cut = ref;
+  cut.run.name = "cut";
+  const TrainSummary whole = run(ref);
+  REQUIRE(whole.steps == 24);
+  CHECK(whole.sent_bytes > 0);
+  CHECK(run(cut, "", 10).steps == 10);  // mid-round: rounds end at 8 and 12
+  const TrainSummary last = run(cut, "auto");
+  CHECK(last.steps == 24);
+  CHECK(last.sent_bytes == whole.sent_bytes);
+  test::check_same_run(ref, cut, 24);
+}
+
+TEST_CASE("a pseudo-gradient that is not finite is an error naming the dc and the round",
+          "[np=2][compressed]") {
+  const SharedCorpus corpus("compressed-nan");
+  Config c = compressed_config(corpus, "int8");
+  c.interval.check_consistency = false;
+  Trainer trainer(c, MPI_COMM_WORLD, {false, false});
+  for (int step = 1; step <= 5; ++step)
+    trainer.train_step();
+  // Every dc's replica diverges, so every rank fails before round 2's all-reduce (step 8).
+  trainer.params().values().fill_(std::numeric_limits<float>::quiet_NaN());
+  for (int step = 6; step <= 7; ++step)
+    trainer.train_step();
+  std::string message;
+  try {
+    trainer.train_step();
+  } catch (const TrainingError& e) {
+    message = e.what();
+  }
+  CHECK_THAT(message, Catch::Contains("dc " + std::to_string(world_rank())) &&
+                          Catch::Contains("round 2") && Catch::Contains("not finite"));
+}
