@@ -1,7 +1,8 @@
 // Training over the compressed wire formats (2 dcs of one rank): DiLoCo's loss falls with every
-// format, with and without error feedback; a run with stochastic 4-bit rounding and error
-// feedback resumes bitwise; a pseudo-gradient that is not finite stops the run with an error
-// naming the dc and the round.
+// format, with and without error feedback, and ddp's over int8; runs with stochastic 4-bit
+// rounding and error feedback resume bitwise, blocking and over fragments on the communication
+// thread with a sync in flight; a pseudo-gradient that is not finite stops the run with an
+// error naming the dc and the round.
 // LibTorch first: Debian's LibTorch pulls in glog, whose CHECK would replace Catch's.
 #include "autoloco/train/trainer.hpp"
 
@@ -56,6 +57,27 @@ TEST_CASE("diloco trains over every wire format: the loss falls", "[np=2][compre
   }
 }
 
+TEST_CASE("ddp sends its gradients over the compressed path and trains", "[np=2][compressed]") {
+  const SharedCorpus corpus("compressed-ddp");
+  Config c = compressed_config(corpus, "int8");
+  c.outer.method = "ddp";
+  Trainer trainer(c, MPI_COMM_WORLD, {false, false});
+  double first = 0.0;
+  double last = 0.0;
+  for (int step = 1; step <= 24; ++step) {
+    const double loss = trainer.train_step().loss;
+    if (step <= 4) first += loss / 4;
+    if (step > 20) last += loss / 4;
+  }
+  CHECK(last < first - 0.3);
+  // One all-reduce of the gradients a step, in int8 with its scales: about a quarter of fp32.
+  const size_t n = static_cast<size_t>(trainer.params().numel());
+  CHECK(trainer.wan().messages() == 24);
+  CHECK(trainer.wan().dc_bytes() ==
+        24 * static_cast<int64_t>(WanLink::message_bytes(n, WireCodec{WireFormat::int8, 32}, 0)));
+  CHECK(test::identical_on_all_ranks(trainer.params().values()));
+}
+
 TEST_CASE("a run over stochastically rounded int4 with error feedback resumes bitwise",
           "[np=2][compressed][resume]") {
   const SharedCorpus corpus("compressed-resume");
@@ -75,6 +97,32 @@ TEST_CASE("a run over stochastically rounded int4 with error feedback resumes bi
   const TrainSummary last = run(cut, "auto");
   CHECK(last.steps == 24);
   CHECK(last.sent_bytes == whole.sent_bytes);
+  test::check_same_run(ref, cut, 24);
+}
+
+TEST_CASE("compressed fragments on the communication thread resume bitwise with a sync in flight",
+          "[np=2][compressed][resume]") {
+  const SharedCorpus corpus("compressed-streaming");
+  Config ref = compressed_config(corpus, "e3m0");
+  ref.run.name = "reference";
+  ref.run.eval_every = 6;
+  ref.interval.H = 8;
+  ref.outer.fragments = 2;
+  ref.outer.overlap_steps = 2;
+  ref.outer.overlap_alpha = 0.5;
+  ref.outer.wire_rounding = "stochastic";
+  ref.outer.error_feedback = true;
+  ref.ckpt.every_minutes = 0;
+  ref.ckpt.keep_last = 10;
+  Config cut = ref;
+  cut.run.name = "cut";
+  const TrainSummary whole = run(ref);
+  REQUIRE(whole.steps == 24);
+  // Fragment 1 syncs at steps 4, 12 and 20, fragment 0 at 8, 16 and 24, each landing 2 steps
+  // later: at steps 5 and 13 a sync is in flight.
+  CHECK(run(cut, "", 5).steps == 5);
+  run(cut, "auto", 13);
+  CHECK(run(cut, "auto").steps == 24);
   test::check_same_run(ref, cut, 24);
 }
 
