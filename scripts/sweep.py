@@ -38,6 +38,7 @@ scripts/slurm/sweep-run.sbatch.in and submitted with sbatch (--no-submit only wr
 run `scripts/sweep.py --spec ... --report` once the jobs have finished.
 """
 import argparse
+import importlib.util
 import itertools
 import json
 import os
@@ -77,6 +78,17 @@ SHORT = {
 def die(message):
     print(f"sweep: error: {message}", file=sys.stderr)
     sys.exit(2)
+
+
+def require_report_modules():
+    """The report needs numpy and matplotlib: say so before hours of runs, not after them (a
+    python3 first on PATH, pyenv's for one, may lack them where Debian's has them)."""
+    missing = [m for m in ("numpy", "matplotlib")
+               if importlib.util.find_spec(m) is None]
+    if missing:
+        die(f"{sys.executable} lacks {', '.join(missing)}, which the report needs: run "
+            f"/usr/bin/python3 {os.path.relpath(__file__)} ... (scripts/setup.sh installs them "
+            f"there) or pip install {' '.join(missing)}")
 
 
 def load_yaml(path):
@@ -345,6 +357,7 @@ def main():
             print(" ".join(shlex.quote(c) for c in command(
                 spec, r, binary, ["mpirun", "-n", str(spec["ranks"])])))
         return 0
+    require_report_modules()
     record(spec, runs)
     failed = []
     if not args.report:

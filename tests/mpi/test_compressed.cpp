@@ -10,37 +10,14 @@
 #include <cstring>
 #include <vector>
 
+#include "../support/dc_layout.hpp"
 #include "autoloco/comm/hierarchical_allreduce.hpp"
-#include "autoloco/comm/topology.hpp"
 
 using namespace autoloco;
+using test::Layout;
+using test::same_bits_everywhere;
 
 namespace {
-
-struct Layout {
-  Topology topo;
-  MpiCommunicator intra;
-  MpiCommunicator inter;
-  explicit Layout(int ranks_per_dc)
-      : topo(Topology::from_world(MPI_COMM_WORLD, ranks_per_dc)),
-        intra(MPI_COMM_WORLD, topo.dc, topo.member),
-        inter(MPI_COMM_WORLD, topo.member, topo.dc) {}
-};
-
-bool same_bits_everywhere(const std::vector<float>& v) {
-  int size = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  const auto n = static_cast<int>(v.size());
-  std::vector<float> all(v.size() * static_cast<size_t>(size));
-  MPI_Allgather(v.data(), n, MPI_FLOAT, all.data(), n, MPI_FLOAT, MPI_COMM_WORLD);
-  for (int r = 1; r < size; ++r) {
-    if (std::memcmp(all.data(), all.data() + static_cast<size_t>(r) * v.size(),
-                    v.size() * sizeof(float)) != 0) {
-      return false;
-    }
-  }
-  return true;
-}
 
 // Dc d's contribution: identical on its members, different across dcs, with a few large values
 // so that blocks differ in scale.

@@ -12,6 +12,7 @@
 #include <sstream>
 #include <vector>
 
+#include "../support/dc_layout.hpp"
 #include "../support/reference_diloco.hpp"
 #include "../support/shared_corpus.hpp"
 #include "autoloco/comm/hierarchical_allreduce.hpp"
@@ -21,21 +22,11 @@
 using namespace autoloco;
 using test::identical_across;
 using test::identical_on_all_ranks;
+using test::Layout;
 using test::reference_diloco;
 using test::SharedCorpus;
 
 namespace {
-
-// The communicators of a 2 x 2 layout, as the trainer builds them.
-struct Layout {
-  Topology topo;
-  MpiCommunicator intra;
-  MpiCommunicator inter;
-  explicit Layout(int ranks_per_dc)
-      : topo(Topology::from_world(MPI_COMM_WORLD, ranks_per_dc)),
-        intra(MPI_COMM_WORLD, topo.dc, topo.member),
-        inter(MPI_COMM_WORLD, topo.member, topo.dc) {}
-};
 
 double max_abs_diff(const torch::Tensor& a, const torch::Tensor& b) {
   return (a - b).abs().max().item<double>();

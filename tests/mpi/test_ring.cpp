@@ -8,27 +8,14 @@
 #include <cstring>
 #include <vector>
 
+#include "../support/dc_layout.hpp"
 #include "autoloco/comm/packed_message.hpp"
 #include "autoloco/comm/ring_allreduce.hpp"
 
 using namespace autoloco;
+using test::same_bits_everywhere;
 
 namespace {
-
-bool same_bits_everywhere(const std::vector<float>& v) {
-  int size = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  const auto n = static_cast<int>(v.size());
-  std::vector<float> all(v.size() * static_cast<size_t>(size));
-  MPI_Allgather(v.data(), n, MPI_FLOAT, all.data(), n, MPI_FLOAT, MPI_COMM_WORLD);
-  for (int r = 1; r < size; ++r) {
-    if (std::memcmp(all.data(), all.data() + static_cast<size_t>(r) * v.size(),
-                    v.size() * sizeof(float)) != 0) {
-      return false;
-    }
-  }
-  return true;
-}
 
 void check_ring() {
   int rank = 0;

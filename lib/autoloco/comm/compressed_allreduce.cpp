@@ -29,13 +29,6 @@ CompressedAllreduce::CompressedAllreduce(MPI_Comm comm) : comm_(comm) {
   AUTOLOCO_MPI(MPI_Comm_size(comm_, &size_));
 }
 
-CompressedAllreduce::Chunk CompressedAllreduce::chunk(size_t c, size_t count) const {
-  const auto g = static_cast<size_t>(size_);
-  const size_t per = (count + g - 1) / g;
-  const size_t begin = std::min(count, c * per);
-  return {begin, std::min(count, begin + per) - begin};
-}
-
 LinkTraffic CompressedAllreduce::traffic(size_t count, const WireCodec& codec, size_t k) const {
   LinkTraffic t;
   if (size_ <= 1) return t;

@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <vector>
 
+#include "autoloco/comm/chunks.hpp"
 #include "autoloco/comm/link_traffic.hpp"
 #include "autoloco/comm/patient_wait.hpp"
 #include "autoloco/comm/wire_format.hpp"
@@ -38,11 +39,9 @@ class CompressedAllreduce {
   void set_wait_policy(const WaitPolicy& policy) { policy_ = policy; }
 
  private:
-  struct Chunk {
-    size_t begin = 0;
-    size_t count = 0;
-  };
-  Chunk chunk(size_t c, size_t count) const;
+  Chunk chunk(size_t c, size_t count) const {
+    return chunk_of(c, count, static_cast<size_t>(size_));
+  }
   void scatter(const float* payload, size_t count, const WireCodec& codec, const double* scalars,
                size_t k, uint64_t stream);
   // residual <- payload − the decoding of this rank's encodings (after scatter).

@@ -21,13 +21,6 @@ RingAllreduce::RingAllreduce(MPI_Comm comm) : comm_(comm) {
   AUTOLOCO_MPI(MPI_Comm_size(comm_, &size_));
 }
 
-RingAllreduce::Chunk RingAllreduce::chunk(size_t c, size_t count) const {
-  const auto g = static_cast<size_t>(size_);
-  const size_t per = (count + g - 1) / g;
-  const size_t begin = std::min(count, c * per);
-  return {begin, std::min(count, begin + per) - begin};
-}
-
 size_t RingAllreduce::message_bytes(size_t c, size_t count, DType wire, size_t k) const {
   const PackedLayout layout{chunk(c, count).count, wire, c == 0 ? k : 0};
   // Plain fp32 chunks travel unpacked (see exchange).

@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <vector>
 
+#include "autoloco/comm/chunks.hpp"
 #include "autoloco/comm/communicator.hpp"
 #include "autoloco/comm/link_traffic.hpp"
 #include "autoloco/comm/patient_wait.hpp"
@@ -32,11 +33,9 @@ class RingAllreduce {
   void set_wait_policy(const WaitPolicy& policy) { policy_ = policy; }
 
  private:
-  struct Chunk {
-    size_t begin = 0;
-    size_t count = 0;
-  };
-  Chunk chunk(size_t c, size_t count) const;
+  Chunk chunk(size_t c, size_t count) const {
+    return chunk_of(c, count, static_cast<size_t>(size_));
+  }
   // Bytes of the message that carries chunk c (the scalars ride with chunk 0).
   size_t message_bytes(size_t c, size_t count, DType wire, size_t k) const;
   // Sends chunk `send` of the payload to the right neighbour and receives chunk `recv` from the
