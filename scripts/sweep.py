@@ -357,7 +357,8 @@ def main():
             print(" ".join(shlex.quote(c) for c in command(
                 spec, r, binary, ["mpirun", "-n", str(spec["ranks"])])))
         return 0
-    require_report_modules()
+    if not args.slurm:  # with --slurm the report comes later, from --report
+        require_report_modules()
     record(spec, runs)
     failed = []
     if not args.report:
