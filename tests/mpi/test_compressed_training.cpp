@@ -46,6 +46,17 @@ double loss_drop(Trainer& trainer) {
   return first - last;
 }
 
+// A run of 24 steps that checkpoints at every evaluation (every 6 steps), named `name`.
+Config resume_config(const SharedCorpus& corpus, const std::string& format,
+                     const std::string& name) {
+  Config c = compressed_config(corpus, format);
+  c.run.name = name;
+  c.run.eval_every = 6;
+  c.ckpt.every_minutes = 0;
+  c.ckpt.keep_last = 10;
+  return c;
+}
+
 }  // namespace
 
 TEST_CASE("diloco trains over every wire format: the loss falls", "[np=2][compressed]") {
@@ -79,13 +90,9 @@ TEST_CASE("ddp sends its gradients over the compressed path and trains", "[np=2]
 TEST_CASE("a run over stochastically rounded int4 with error feedback resumes bitwise",
           "[np=2][compressed][resume]") {
   const SharedCorpus corpus("compressed-resume");
-  Config ref = compressed_config(corpus, "int4");
+  Config ref = resume_config(corpus, "int4", "reference");
   ref.outer.wire_rounding = "stochastic";
   ref.outer.error_feedback = true;
-  ref.run.name = "reference";
-  ref.run.eval_every = 6;
-  ref.ckpt.every_minutes = 0;
-  ref.ckpt.keep_last = 10;
   Config cut = ref;
   cut.run.name = "cut";
   const TrainSummary whole = run(ref);
@@ -101,17 +108,13 @@ TEST_CASE("a run over stochastically rounded int4 with error feedback resumes bi
 TEST_CASE("compressed fragments on the communication thread resume bitwise with a sync in flight",
           "[np=2][compressed][resume]") {
   const SharedCorpus corpus("compressed-streaming");
-  Config ref = compressed_config(corpus, "e3m0");
-  ref.run.name = "reference";
-  ref.run.eval_every = 6;
+  Config ref = resume_config(corpus, "e3m0", "reference");
   ref.interval.H = 8;
   ref.outer.fragments = 2;
   ref.outer.overlap_steps = 2;
   ref.outer.overlap_alpha = 0.5;
   ref.outer.wire_rounding = "stochastic";
   ref.outer.error_feedback = true;
-  ref.ckpt.every_minutes = 0;
-  ref.ckpt.keep_last = 10;
   Config cut = ref;
   cut.run.name = "cut";
   const TrainSummary whole = run(ref);

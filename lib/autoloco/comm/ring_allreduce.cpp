@@ -10,6 +10,12 @@ namespace {
 
 constexpr int kTag = 7301;
 
+// Plain fp32 chunks travel straight from and into the payload; only bf16 and the message that
+// carries the scalars need a packed copy. Both ends decide alike from the chunk index.
+bool travels_raw(const PackedLayout& layout) {
+  return layout.wire == DType::f32 && layout.scalars == 0;
+}
+
 size_t wrap(long value, int size) {
   return static_cast<size_t>(((value % size) + size) % size);
 }
@@ -23,8 +29,7 @@ RingAllreduce::RingAllreduce(MPI_Comm comm) : comm_(comm) {
 
 size_t RingAllreduce::message_bytes(size_t c, size_t count, DType wire, size_t k) const {
   const PackedLayout layout{chunk(c, count).count, wire, c == 0 ? k : 0};
-  // Plain fp32 chunks travel unpacked (see exchange).
-  return wire == DType::f32 && layout.scalars == 0 ? layout.count * sizeof(float) : layout.bytes();
+  return travels_raw(layout) ? layout.count * sizeof(float) : layout.bytes();
 }
 
 LinkTraffic RingAllreduce::traffic(size_t count, DType wire, size_t k) const {
@@ -54,10 +59,8 @@ void RingAllreduce::exchange(const float* payload, size_t count, DType wire, con
   const Chunk in = chunk(recv, count);
   const PackedLayout out_layout{out.count, wire, send == 0 ? k : 0};
   const PackedLayout in_layout{in.count, wire, recv == 0 ? k : 0};
-  // Plain fp32 chunks travel straight from and into the payload; only bf16 and the message
-  // that carries the scalars need a packed copy. Both ends decide alike from the chunk index.
-  const bool raw_out = wire == DType::f32 && out_layout.scalars == 0;
-  const bool raw_in = wire == DType::f32 && in_layout.scalars == 0;
+  const bool raw_out = travels_raw(out_layout);
+  const bool raw_in = travels_raw(in_layout);
   const void* send_data = payload + out.begin;
   size_t send_bytes = out.count * sizeof(float);
   if (!raw_out) {

@@ -212,8 +212,18 @@ float int4_value(uint8_t nibble) {  // sign-extend the 4 bits
 
 // The n values of one block (its first byte at `v`; blocks start on a whole byte, the block
 // size being even) times the block's scale.
-void decode_block(WireFormat f, const uint8_t* v, size_t n, float scale, float* out) {
+// The n values of a 4-bit block, two to a byte, low nibble first.
+template <typename Value>
+void decode_nibbles(const uint8_t* v, size_t n, float scale, float* out, Value value) {
   const size_t pairs = n / 2;
+  for (size_t j = 0; j < pairs; ++j) {
+    out[2 * j] = value(static_cast<uint8_t>(v[j] & 0xF)) * scale;
+    out[2 * j + 1] = value(static_cast<uint8_t>(v[j] >> 4)) * scale;
+  }
+  if (n % 2 != 0) out[n - 1] = value(static_cast<uint8_t>(v[pairs] & 0xF)) * scale;
+}
+
+void decode_block(WireFormat f, const uint8_t* v, size_t n, float scale, float* out) {
   switch (f) {
     case WireFormat::int8:
       for (size_t i = 0; i < n; ++i)
@@ -226,18 +236,10 @@ void decode_block(WireFormat f, const uint8_t* v, size_t n, float scale, float* 
       break;
     }
     case WireFormat::int4:
-      for (size_t j = 0; j < pairs; ++j) {
-        out[2 * j] = int4_value(static_cast<uint8_t>(v[j] & 0xF)) * scale;
-        out[2 * j + 1] = int4_value(static_cast<uint8_t>(v[j] >> 4)) * scale;
-      }
-      if (n % 2 != 0) out[n - 1] = int4_value(static_cast<uint8_t>(v[pairs] & 0xF)) * scale;
+      decode_nibbles(v, n, scale, out, int4_value);
       break;
     default:
-      for (size_t j = 0; j < pairs; ++j) {
-        out[2 * j] = e3m0_value(static_cast<uint8_t>(v[j] & 0xF)) * scale;
-        out[2 * j + 1] = e3m0_value(static_cast<uint8_t>(v[j] >> 4)) * scale;
-      }
-      if (n % 2 != 0) out[n - 1] = e3m0_value(static_cast<uint8_t>(v[pairs] & 0xF)) * scale;
+      decode_nibbles(v, n, scale, out, e3m0_value);
       break;
   }
 }
@@ -346,6 +348,10 @@ std::string wire_format_name(WireFormat format) {
       return "e3m0";
   }
   return "?";
+}
+
+uint64_t rounding_stream(uint64_t seed, uint64_t counter) {
+  return seed * 0x9E3779B97F4A7C15ULL + counter;
 }
 
 uint8_t float_to_e4m3(float x) {

@@ -54,6 +54,11 @@ void decode(const WireCodec& codec, const std::byte* in, size_t count, float* va
 // Adds the decoded values to `sum` (the fp32 reduction of the compressed all-reduce).
 void decode_add(const WireCodec& codec, const std::byte* in, size_t count, float* sum);
 
+// The `stream` of encode for a run's seed and a counter that no two all-reduces of the run
+// share (round and fragment, or step): stochastic rounding draws afresh each time, alike on
+// every rank.
+uint64_t rounding_stream(uint64_t seed, uint64_t counter);
+
 // The e4m3 byte nearest to x (|x| ≤ 448, finite), and its value.
 uint8_t float_to_e4m3(float x);
 float e4m3_to_float(uint8_t code);

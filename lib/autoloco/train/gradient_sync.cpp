@@ -24,7 +24,7 @@ void GradientSync::run(FlatParams& params, int64_t step) {
   torch::Tensor& grads = params.grads();
   allreduce_intra(grads);
   if (across_ != nullptr) {
-    allreduce_across(grads, rounding_seed_ * 0x9E3779B97F4A7C15ULL + static_cast<uint64_t>(step));
+    allreduce_across(grads, rounding_stream(rounding_seed_, static_cast<uint64_t>(step)));
     grads.div_(world_size_);
   } else if (intra_.size() > 1) {
     grads.div_(intra_.size());

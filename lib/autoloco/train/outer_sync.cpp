@@ -168,9 +168,8 @@ void OuterSync::reduce(StagedRound& r) {
   const double link_before = link_.link_seconds();
   const int64_t bytes_before = link_.dc_bytes();
   const int64_t sent_before = link_.sent_bytes();
-  // Stochastic rounding draws differently in every round and fragment, alike on every rank.
-  const uint64_t stream = rounding_seed_ * 0x9E3779B97F4A7C15ULL +
-                          static_cast<uint64_t>(in.round) * 0x10000ULL + fragment_;
+  const uint64_t stream =
+      rounding_stream(rounding_seed_, static_cast<uint64_t>(in.round) * 0x10000ULL + fragment_);
   reducer_.allreduce_sum(staging_.data_ptr<float>(), static_cast<size_t>(staging_.numel()),
                          scalars.data(), scalars.size(), codec_, stream,
                          residual_.defined() ? residual_.data_ptr<float>() : nullptr);
