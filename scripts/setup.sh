@@ -15,6 +15,7 @@ packages=(
   libhdf5-dev zlib1g-dev libyaml-cpp-dev libfmt-dev catch2
   python3 python3-venv python3-numpy python3-matplotlib python3-h5py python3-yaml  # scripts
   python3-doc                                # the default corpus (Python docs, reST sources)
+  iproute2                                   # ip and tc: the network lab (scripts/netlab.sh)
 )
 
 missing=()

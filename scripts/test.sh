@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Sets up if needed, builds, and runs the whole test suite (CTest: unit, mpi, e2e).
+# Sets up if needed, builds, and runs the whole test suite (CTest: unit, mpi, e2e, net; the cuda
+# preset runs unit, mpi and gpu only: the other labels do not change with the build).
 #   scripts/test.sh [PRESET] [ctest args...]    PRESET: ci (default), release, debug, asan, cuda
 # The cuda preset is the configuration of a GPU machine without a package registry: LibTorch
 # from the pinned torch==2.11.0 wheel (scripts/torch-cuda.sh), and MPI, HDF5, yaml-cpp, fmt,

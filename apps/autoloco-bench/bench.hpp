@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "autoloco/comm/mpi_communicator.hpp"
+#include "autoloco/comm/topology.hpp"
 #include "autoloco/config/config.hpp"
 #include "autoloco/util/json.hpp"
 
@@ -24,6 +26,9 @@ struct Args {
   int ranks_per_dc = 1;
   std::vector<int64_t> sizes = {1 << 16, 1 << 20, 1 << 22};  // floats
   int64_t iters = 10;
+  // --link-gbps: the comm benchmark measures the real link of this many Gbit/s per host against
+  // the WAN model instead (link.cpp); 0: off.
+  double link_gbps = 0.0;
   int64_t ckpt_bytes = int64_t{1} << 30;  // --bytes
   std::string ckpt_dir;                   // --dir; empty: the system's temp directory
   // --peak-tflops: the accelerator's dense peak that MFU divides by. 790 is what a bf16 8192^3
@@ -55,6 +60,11 @@ int train(const Args& args);
 
 // Hierarchical outer all-reduce against a plain MPI_Allreduce of the same vector, under mpirun.
 int comm(const Args& args);
+
+// The "link" object of --comm --link-gbps: the inter-dc all-reduce on a real link against the
+// WAN model with the measured latency (link.cpp).
+JsonObject link_report(const Args& args, const Topology& topo, MpiCommunicator& world,
+                       MpiCommunicator& intra, MpiCommunicator& inter);
 
 // The checkpoint write/read path (HDF5, CRC-32, manifest, rename) against plain POSIX I/O of the
 // same bytes on the same disk, in one process.

@@ -8,6 +8,7 @@
 // and decoding on one rank (fp32 bytes in or out per second), the all-reduce's time, the bytes
 // each rank sent and the busbw over them, and the result's max and rms error against the fp32
 // all-reduce of the same values.
+// With --link-gbps, the link benchmark of link.cpp runs instead.
 #include <mpi.h>
 
 #include <algorithm>
@@ -203,6 +204,21 @@ int comm(const Args& args) {
   MpiCommunicator world(MPI_COMM_WORLD);
   MpiCommunicator intra(MPI_COMM_WORLD, topo.dc, topo.member);
   MpiCommunicator inter(MPI_COMM_WORLD, topo.member, topo.dc);
+  if (args.link_gbps > 0.0) {
+    const JsonObject link = link_report(args, topo, world, intra, inter);
+    if (topo.world_rank == 0) {
+      std::printf("%s\n", JsonObject()
+                              .add("benchmark", "link")
+                              .add("world_size", topo.world_size)
+                              .add("ranks_per_dc", topo.ranks_per_dc)
+                              .add("dcs", topo.num_dcs)
+                              .add("iters", args.iters)
+                              .add("link", link)
+                              .str()
+                              .c_str());
+    }
+    return 0;
+  }
   std::vector<JsonObject> rows;
   bool ok = true;
   std::vector<JsonObject> formats;

@@ -6,9 +6,9 @@
 //   autoloco-bench --overlap [CONFIG.yaml] [--set k=v ...] [--steps N] [--warmup N]
 //                  [--repeats R]
 //   mpirun -n N autoloco-bench --comm [--ranks-per-dc R] [--sizes n1,n2,...] [--iters I]
-//                  [--warmup W]
+//                  [--warmup W] [--link-gbps B]
 //   autoloco-bench --ckpt [--bytes N[K|M|G]] [--dir D] [--repeat R]
-// See train.cpp, throughput.cpp, overlap.cpp, comm.cpp and ckpt.cpp for what each measures.
+// See train.cpp, throughput.cpp, overlap.cpp, comm.cpp, link.cpp and ckpt.cpp for what each measures.
 #include <mpi.h>
 
 #include <cmath>
@@ -35,7 +35,7 @@ constexpr const char* kUsage =
     "       autoloco-bench --overlap [CONFIG.yaml] [--set k=v ...] [--steps N] [--warmup N] "
     "[--repeats R]\n"
     "       mpirun -n N autoloco-bench --comm [--ranks-per-dc R] [--sizes n1,n2,...] "
-    "[--iters I] [--warmup W]\n"
+    "[--iters I] [--warmup W] [--link-gbps B]\n"
     "       autoloco-bench --ckpt [--bytes N[K|M|G]] [--dir D] [--repeat R]\n";
 
 // std::stoll/stod alone would report "stoll" for "--steps ten": name the argument instead.
@@ -141,6 +141,11 @@ Args parse_args(int argc, char** argv) {
       a.peak_tflops = parse_double(arg, value());
     } else if (arg == "--sizes") {
       a.sizes = parse_sizes(value());
+    } else if (arg == "--link-gbps") {
+      a.link_gbps = parse_double(arg, value());
+      if (!(a.link_gbps > 0.0) || !std::isfinite(a.link_gbps)) {
+        throw ConfigError("--link-gbps must be > 0: the shaped rate of each host's link in Gbit/s");
+      }
     } else if (arg == "--iters") {
       a.iters = parse_int(arg, value());
     } else if (arg == "-h" || arg == "--help") {

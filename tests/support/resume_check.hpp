@@ -59,7 +59,8 @@ inline bool clock_or_name(const std::string& dataset) {
                                                 "run/syncs_bytes",
                                                 "sync/wait_s",
                                                 "sync/exposed_link_s",
-                                                "sync/pending_handed_at"};
+                                                "sync/pending_handed_at",
+                                                "sync/pending_wall_s"};
   return skipped.count(dataset) > 0;
 }
 

@@ -1,9 +1,6 @@
 #include "autoloco/comm/topology.hpp"
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
-
-#include <vector>
 
 #include "autoloco/util/error.hpp"
 #include "autoloco/util/mpi_check.hpp"
@@ -29,27 +26,6 @@ Topology Topology::from_world(MPI_Comm world, int ranks_per_dc) {
   AUTOLOCO_MPI(MPI_Get_processor_name(name, &length));
   t.host.assign(name, static_cast<size_t>(length));
   return t;
-}
-
-std::string describe_layout(const Topology& topo, MPI_Comm world) {
-  std::vector<char> name(MPI_MAX_PROCESSOR_NAME, '\0');
-  std::copy(topo.host.begin(), topo.host.end(), name.begin());
-  std::vector<char> all(name.size() * static_cast<size_t>(topo.world_size));
-  AUTOLOCO_MPI(MPI_Allgather(name.data(), MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all.data(),
-                             MPI_MAX_PROCESSOR_NAME, MPI_CHAR, world));
-  std::string out;
-  for (int dc = 0; dc < topo.num_dcs; ++dc) {
-    const int first = dc * topo.ranks_per_dc;
-    const int last = first + topo.ranks_per_dc - 1;
-    std::vector<std::string> hosts;
-    for (int r = first; r <= last; ++r) {
-      std::string h(&all[static_cast<size_t>(r) * MPI_MAX_PROCESSOR_NAME]);
-      if (hosts.empty() || hosts.back() != h) hosts.push_back(h);
-    }
-    out += fmt::format("{}dc {}: ranks {}-{} on {}", dc ? "\n" : "", dc, first, last,
-                       fmt::join(hosts, ","));
-  }
-  return out;
 }
 
 }  // namespace autoloco

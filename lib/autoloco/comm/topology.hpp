@@ -22,9 +22,6 @@ struct Topology {
   static Topology from_world(MPI_Comm world, int ranks_per_dc);
 };
 
-// One line per dc: "dc 0: ranks 0-1 on host-a".
-std::string describe_layout(const Topology& topo, MPI_Comm world);
-
 }  // namespace autoloco
 
 namespace autoloco {

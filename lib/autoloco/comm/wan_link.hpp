@@ -1,11 +1,12 @@
-// The simulated inter-dc link. Every inter-dc all-reduce goes through a WanLink, which carries it
+// The inter-dc link. Every inter-dc all-reduce goes through a WanLink, which carries it
 // over MPI (a ring for fp32 and bf16, the compressed all-to-all for the block formats) and
 // charges its link time to a simulated clock: each phase of the collective (link_traffic.hpp)
 // costs the latency plus the bytes of the dc's members in it over the dc's bandwidth B. For a
 // ring of n bytes per dc over G dcs in even chunks that is ALGORITHMS.md §1's
 //   T = 2 (G - 1) (latency + n / (G B)).
 // The dc's members send their shards at the same time over the same link. In sleep mode the
-// rank also waits T out.
+// rank also waits T out; in real mode (dcs on real hosts) the model's T is only reported beside
+// the measured seconds (wall_seconds).
 #pragma once
 
 #include <atomic>
@@ -36,6 +37,9 @@ struct WanModel {
   bool sleep = false;
   int dcs = 1;
   int members = 1;  // ranks per dc sharing the link
+  // wan.mode real: the run's clock takes the measured seconds of each all-reduce; the model's
+  // are still counted (link_seconds) and reported beside them.
+  bool measured = false;
 
   // Link seconds of one collective with this traffic on every member of a dc.
   double seconds(const LinkTraffic& traffic) const;
@@ -73,10 +77,11 @@ class WanLink {
   int64_t sent_bytes() const { return sent_bytes_.load(); }
   // The last all-reduce's traffic on this rank, with the bytes it sent as counted (tests).
   LinkTraffic last_traffic() const { return last_; }
-  // Simulated link seconds so far.
+  // The model's link seconds so far.
   double link_seconds() const { return link_s_.load(); }
   // Real seconds spent inside allreduce (the transfer, and the sleep in sleep mode). A
-  // blocking sync subtracts them from wall-clock to get the compute time of the simulated clock.
+  // blocking sync subtracts them from wall-clock to get the compute time of the simulated clock;
+  // in real mode they are the measured link time.
   double wall_seconds() const { return wall_s_.load(); }
   int64_t messages() const { return messages_.load(); }
   WanCounters counters() const {

@@ -294,8 +294,9 @@ struct WanConfig {
       "simulated inter-dc bandwidth per dc in Gbit/s (shared by the dc's members)");
     v("latency_ms", s.latency_ms, "simulated one-way inter-dc latency in milliseconds");
     v("mode", s.mode,
-      "account (add the link time to a simulated clock) or sleep (also wait it out, so "
-      "wall-clock includes it)");
+      "account (add the link time to a simulated clock), sleep (also wait it out, so "
+      "wall-clock includes it) or real (the dcs are on real hosts: each sync's link time is "
+      "measured, and the model's is reported beside it)");
   }
 };
 

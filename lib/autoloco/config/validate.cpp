@@ -262,7 +262,7 @@ void validate_target_utilisation(const Config& c) {
 void validate_wan(const WanConfig& w) {
   require_positive(w.bandwidth_gbps, "wan.bandwidth_gbps");
   require_non_negative(w.latency_ms, "wan.latency_ms");
-  require_one_of(w.mode, {"account", "sleep"}, "wan.mode");
+  require_one_of(w.mode, {"account", "sleep", "real"}, "wan.mode");
 }
 
 void validate_ckpt(const CkptConfig& k) {

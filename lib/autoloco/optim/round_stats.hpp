@@ -25,7 +25,11 @@ struct RoundStats {
   double avg_delta_sq = 0.0;     // a = ‖Δ̄‖²
   double rho = NAN;              // agreement (G a − n̄) / ((G − 1) n̄), for G ≥ 2
   double round_s = 0.0;          // compute seconds of the round, mean over dcs
-  double link_s = 0.0;           // simulated link seconds of the round's all-reduce
+  // The WAN model's link seconds of the round's all-reduce: the same on every rank, so the
+  // controllers plan with it in every wan.mode.
+  double link_s = 0.0;
+  // wan.mode real: this rank's measured seconds of the all-reduce (NaN otherwise).
+  double measured_link_s = NAN;
   // With fragments, the link seconds of each of the cycle's syncs (empty: the one, link_s).
   std::vector<double> sync_link_s;
   int64_t dc_bytes = 0;            // bytes of one dc's message in the round

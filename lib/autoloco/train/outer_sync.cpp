@@ -166,6 +166,7 @@ void OuterSync::reduce(StagedRound& r) {
   scalars[kLrSum] = in.lr_sum;
   scalars[kSeconds] = in.seconds;
   const double link_before = link_.link_seconds();
+  const double wall_before = link_.wall_seconds();
   const int64_t bytes_before = link_.dc_bytes();
   const int64_t sent_before = link_.sent_bytes();
   const uint64_t stream =
@@ -174,6 +175,7 @@ void OuterSync::reduce(StagedRound& r) {
                          scalars.data(), scalars.size(), codec_, stream,
                          residual_.defined() ? residual_.data_ptr<float>() : nullptr);
   r.link_s = link_.link_seconds() - link_before;
+  r.wall_s = link_.wall_seconds() - wall_before;
   r.dc_bytes = link_.dc_bytes() - bytes_before;
   r.sent_bytes = link_.sent_bytes() - sent_before;
 }
@@ -206,6 +208,7 @@ RoundStats OuterSync::finish(const StagedRound& r) {
   for (int d = 0; d < g; ++d)
     s.demand.push_back(demand[d] < 0.0 ? std::nan("") : demand[d]);
   s.link_s = r.link_s;
+  if (link_.model().measured) s.measured_link_s = r.wall_s;
   s.dc_bytes = r.dc_bytes;
   s.sent_bytes = r.sent_bytes;
 

@@ -51,7 +51,8 @@ WireCodec wire_codec(const OuterConfig& outer);
 struct StagedRound {
   RoundInput in;
   std::vector<double> scalars;
-  double link_s = 0.0;     // simulated link seconds of its all-reduce
+  double link_s = 0.0;     // the WAN model's link seconds of its all-reduce
+  double wall_s = 0.0;     // real seconds this rank spent in it
   int64_t dc_bytes = 0;    // bytes of one dc's message
   int64_t sent_bytes = 0;  // bytes all dcs sent on the link
 };

@@ -63,7 +63,10 @@ void OverlappedSync::await() {
   if (state_ != State::running) return;
   Timer waited;
   thread_->wait();
-  clock_.wait_s += waited.seconds();
+  const double w = waited.seconds();
+  clock_.wait_s += w;
+  // On a real link what no compute covered is what the main thread waited.
+  if (link_.model().measured) clock_.exposed_link_s += w;
   state_ = State::arrived;
 }
 
@@ -72,7 +75,7 @@ RoundStats OverlappedSync::apply(FlatParams& params) {
   // The link was busy from the hand-over for link_s simulated seconds; the compute since then
   // covered that much of it.
   const double covered = std::max(0.0, compute_now() - handed_at_);
-  clock_.exposed_link_s += std::max(0.0, round_.link_s - covered);
+  if (!link_.model().measured) clock_.exposed_link_s += std::max(0.0, round_.link_s - covered);
   const RoundStats s = current().finish(round_);
   current().merge(params, alpha_);
   outer_.stepped(round_.in.fragment);

@@ -54,6 +54,7 @@ Trainer::Trainer(const Config& config, MPI_Comm world, TrainerOptions options)
   validate_world(config_, topo_.world_size);
   if (config_.outer.overlap_steps > 0) require_mpi_thread_multiple("outer.overlap_steps");
   set_threads();
+  placement_ = gather_placement(topo_, world_, torch::get_num_threads());
   bf16_ = uses_bf16(config_.run, device_);
   configure_matmul_precision(config_.run, device_);
   grad_comm_ =
@@ -61,7 +62,7 @@ Trainer::Trainer(const Config& config, MPI_Comm world, TrainerOptions options)
   const auto& wan = config_.wan;
   wan_ = std::make_unique<WanLink>(
       *inter_mpi_, WanModel{wan.bandwidth_gbps, wan.latency_ms, wan.mode == "sleep", topo_.num_dcs,
-                            topo_.ranks_per_dc});
+                            topo_.ranks_per_dc, wan.mode == "real"});
   reducer_ = std::make_unique<HierarchicalAllreduce>(*intra_mpi_, *wan_);
 
   // Open data first: a missing shard should fail before anything is written.
@@ -286,7 +287,9 @@ double Trainer::compute_seconds() const {
 }
 
 double Trainer::exposed_link_seconds() const {
-  return sync_ ? sync_->clock().exposed_link_s : wan_->link_seconds();
+  if (sync_) return sync_->clock().exposed_link_s;
+  // ddp: every sync blocks.
+  return config_.wan.mode == "real" ? wan_->wall_seconds() : wan_->link_seconds();
 }
 
 double Trainer::sim_seconds() const {
@@ -358,7 +361,8 @@ TrainSummary Trainer::train() {
   s.peak_sync_bytes =
       sync_ ? peak_sync_dc_bytes_ * topo_.num_dcs : (rounds_ > 0 ? s.inter_dc_bytes / rounds_ : 0);
   s.wall_s = wall_.seconds();
-  s.link_s = wan_->link_seconds();
+  s.model_link_s = wan_->link_seconds();
+  s.link_s = config_.wan.mode == "real" ? wan_->wall_seconds() : s.model_link_s;
   s.exposed_link_s = exposed_link_seconds();
   s.sync_wait_s = sync_ ? sync_->clock().wait_s : wan_->wall_seconds();
   const double compute_s = compute_seconds();  // read once: utilisation must not exceed 1

@@ -17,6 +17,7 @@
 #include "autoloco/comm/communicator.hpp"
 #include "autoloco/comm/hierarchical_allreduce.hpp"
 #include "autoloco/comm/mpi_communicator.hpp"
+#include "autoloco/comm/placement.hpp"
 #include "autoloco/comm/stop_agreement.hpp"
 #include "autoloco/comm/topology.hpp"
 #include "autoloco/comm/wan_link.hpp"
@@ -74,7 +75,8 @@ struct TrainSummary {
   double final_train_loss = NAN;
   double final_eval_loss = NAN;
   double wall_s = 0.0;
-  double link_s = 0.0;                    // simulated inter-dc link time
+  double link_s = 0.0;                    // inter-dc link time (measured in wan.mode real)
+  double model_link_s = 0.0;              // the WAN model's link time of the same syncs
   double exposed_link_s = 0.0;            // the part of it that no compute overlapped
   double sync_wait_s = 0.0;               // real seconds the main thread waited on inter-dc syncs
   double sim_time_s = 0.0;                // compute time + exposed link time
@@ -222,11 +224,13 @@ class Trainer {
   void log_round(const RoundStats& s, const std::vector<int64_t>& batches);
   void log_eval(double eval_loss);
   void write_summary(const TrainSummary& s);
+  std::vector<JsonObject> placement_json() const;
 
   Config config_;
   TrainerOptions options_;
   MPI_Comm world_;
   Topology topo_;
+  std::vector<DcPlacement> placement_;  // every dc's hosts and threads
   torch::Device device_;
   bool bf16_ = false;  // run.precision on this device
   std::unique_ptr<MpiCommunicator> world_comm_;

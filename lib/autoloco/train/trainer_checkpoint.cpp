@@ -135,7 +135,9 @@ void write_sync_rank(H5Writer& w, SyncPipeline& sync) {
   const SyncClock c = sync.clock();
   w.write("sync/wait_s", c.wait_s);
   w.write("sync/exposed_link_s", c.exposed_link_s);
-  if (p) w.write("sync/pending_handed_at", p->handed_at);
+  if (!p) return;
+  w.write("sync/pending_handed_at", p->handed_at);
+  w.write("sync/pending_wall_s", p->round.wall_s);
 }
 
 void read_sync(const H5Reader& g, const H5Reader& k, SyncPipeline& sync, const WanCounters& wan) {
@@ -166,6 +168,7 @@ void read_sync(const H5Reader& g, const H5Reader& k, SyncPipeline& sync, const W
   p.round.dc_bytes = round[3];
   p.round.scalars = g.read_f64("sync/pending_scalars");
   p.round.link_s = g.read_double("sync/pending_link_s");
+  p.round.wall_s = k.has("sync/pending_wall_s") ? k.read_double("sync/pending_wall_s") : 0.0;
   read_tensor(g, "sync/pending_sum", sync.outer().at(p.round.in.fragment).staging());
   p.handed_at = k.has("sync/pending_handed_at") ? k.read_double("sync/pending_handed_at") : 0.0;
   sync.restore(p);

@@ -1,6 +1,7 @@
 // The Trainer's reports: the start log, the metrics and syncs lines, evaluations and the
 // summary (docs/run-directory.md lists every field).
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -24,7 +25,21 @@ void Trainer::log_start() const {
       AUTOLOCO_VERSION, TORCH_VERSION, topo_.world_size, topo_.num_dcs, topo_.ranks_per_dc,
       device_.str(), torch::get_num_threads(), blas_threads_beside(torch::get_num_threads(), blas),
       describe(blas));
-  log::info("{}", describe_layout(topo_, world_));
+  for (const DcPlacement& p : placement_) {
+    log::info("{}", p.describe());
+    if (p.spans_hosts()) {
+      log::warn(
+          "dc {} spans the hosts {}: its intra-dc all-reduce of every inner step crosses the "
+          "network between them; put each dc's ranks on one host or on hosts joined by a fast "
+          "network (docs/multi-host.md)",
+          p.dc, fmt::join(p.hosts, ","));
+    }
+  }
+  if (config_.run.threads == 0 && world_hosts(placement_).size() > 1) {
+    log::info(
+        "threads per rank follow each host's cores (run.threads 0): set run.threads where runs "
+        "on different placements must compare bitwise (docs/multi-host.md)");
+  }
   log::info(
       "model: {} layers, {} heads, d_model {}, seq_len {}, vocab {} | {} params | {} "
       "FLOPs/token",
@@ -78,7 +93,19 @@ void Trainer::log_start() const {
               config_.wan.bandwidth_gbps, config_.wan.latency_ms, config_.wan.mode,
               format_si(static_cast<double>(sync_message_bytes(n))), sync_seconds(n),
               describe_fragment_syncs());
+    if (config_.wan.mode == "real") {
+      log::info(
+          "wan.mode real: each sync's link time is measured (link_s) and the model's figure above "
+          "is reported beside it (model_link_s); interval controllers plan with the model's");
+    }
   }
+}
+
+std::vector<JsonObject> Trainer::placement_json() const {
+  std::vector<JsonObject> out;
+  for (const DcPlacement& p : placement_)
+    out.push_back(p.json());
+  return out;
 }
 
 int64_t Trainer::sync_message_bytes(int64_t numel) const {
@@ -162,7 +189,8 @@ void Trainer::log_round(const RoundStats& s, const std::vector<int64_t>& batches
       .add("batch_demand", demand)
       .add("inter_dc_bytes", s.dc_bytes * topo_.num_dcs)
       .add("sent_bytes", s.sent_bytes)
-      .add("link_s", s.link_s)
+      .add("link_s", std::isnan(s.measured_link_s) ? s.link_s : s.measured_link_s)
+      .add("model_link_s", s.link_s)
       .add("delta_norm", std::sqrt(s.avg_delta_sq))
       .add("mean_delta_norm", s.mean_delta_norm)
       .add("rho", s.rho)
@@ -221,6 +249,7 @@ void Trainer::write_summary(const TrainSummary& s) {
           .add("final_eval_loss", s.final_eval_loss)
           .add("wall_s", s.wall_s)
           .add("link_s", s.link_s)
+          .add("model_link_s", s.model_link_s)
           .add("exposed_link_s", s.exposed_link_s)
           .add("sync_wait_s", s.sync_wait_s)
           .add("sim_time_s", s.sim_time_s)
@@ -241,6 +270,7 @@ void Trainer::write_summary(const TrainSummary& s) {
           .add("world_size", int64_t{topo_.world_size})
           .add("num_dcs", int64_t{topo_.num_dcs})
           .add("ranks_per_dc", int64_t{topo_.ranks_per_dc})
+          .add("placement", placement_json())
           .add("wan", JsonObject()
                           .add("bandwidth_gbps", wan.bandwidth_gbps)
                           .add("latency_ms", wan.latency_ms)

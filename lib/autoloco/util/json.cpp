@@ -73,6 +73,14 @@ JsonObject& JsonObject::add(const std::string& key, const std::vector<int64_t>& 
   return *this;
 }
 
+JsonObject& JsonObject::add(const std::string& key, const std::vector<std::string>& values) {
+  std::string out = "[";
+  for (size_t i = 0; i < values.size(); ++i)
+    out += (i > 0 ? "," : "") + json_quote(values[i]);
+  add_raw(key, out + "]");
+  return *this;
+}
+
 JsonObject& JsonObject::add(const std::string& key, const std::vector<double>& values) {
   std::string out = "[";
   for (size_t i = 0; i < values.size(); ++i) {

@@ -20,6 +20,7 @@ class JsonObject {
   }
   JsonObject& add(const std::string& key, const std::vector<int64_t>& values);
   JsonObject& add(const std::string& key, const std::vector<double>& values);  // NaN as null
+  JsonObject& add(const std::string& key, const std::vector<std::string>& values);
   JsonObject& add(const std::string& key, const JsonObject& value);
   JsonObject& add(const std::string& key, const std::vector<JsonObject>& values);
 
