@@ -34,7 +34,7 @@ lab=linkbench
 # One lab for every measurement, reshaped between them; removed however the script ends.
 scripts/netlab.sh down --name "$lab" 2>/dev/null || true
 trap 'scripts/netlab.sh down --name "$lab"' EXIT
-scripts/netlab.sh up "$max_dcs" --name "$lab"
+scripts/netlab.sh up "$max_dcs" --name "$lab" >&2
 for g in $dcs; do
   for r in $rates; do
     scripts/netlab.sh shape --name "$lab" --rate "${r}mbit"
@@ -53,11 +53,14 @@ for path in glob.glob(os.path.join(sys.argv[1], "G*-*mbit.json")):
     for r in d["link"]["results"]:
         rows.append((d["dcs"], d["link"]["rate_gbps"] * 1000, d["link"]["latency_ms"], r))
 rows.sort(key=lambda x: (x[0], x[1], x[3]["bytes"]))
-print("| G | rate, Mbit/s | latency, ms | message | measured, s | model, s | model error | busbw, Mbit/s | busbw / rate |")
+print("| G | rate, Mbit/s | latency, ms | message | measured, s | model at the rate, s (error) | "
+      "model at the goodput, s (error) | busbw, Mbit/s | busbw / rate |")
 print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 for g, rate, lat, r in rows:
     mib = r["bytes"] / 2**20
     size = f"{mib:g} MiB" if mib >= 1 else f"{r['bytes'] // 1024} KiB"
-    print(f"| {g} | {rate:g} | {lat:.3f} | {size} | {r['measured_s']:.4f} | {r['model_s']:.4f} | "
-          f"{100 * r['model_error']:+.1f}% | {1000 * r['busbw_gbps']:.1f} | {r['busbw_of_rate']:.3f} |")
+    print(f"| {g} | {rate:g} | {lat:.3f} | {size} | {r['measured_s']:.4f} | "
+          f"{r['model_s']:.4f} ({100 * r['model_error']:+.1f}%) | "
+          f"{r['model_goodput_s']:.4f} ({100 * r['model_goodput_error']:+.1f}%) | "
+          f"{1000 * r['busbw_gbps']:.1f} | {r['busbw_of_rate']:.3f} |")
 PY

@@ -25,6 +25,9 @@ A spec file (YAML):
   curves:                            # reference curves for the saving (see sweep_report.py)
     diloco-tuned: {groups: [diloco]}
   adaptive: [autoloco]               # groups compared against every curve
+  launcher: mpirun -n 4              # optional: the command that starts a run's ranks (default
+                                     # mpirun -n RANKS; --launcher overrides it), e.g.
+                                     # scripts/netlab.sh run --dcs 4 --ranks-per-dc 1 --
 
 A run is named after its group, its grid values and its seed (e.g. diloco_H10_mu0.81_s1).
 Finished runs (summary.json without "stopped_by_signal": true) are skipped, and every run is
@@ -207,6 +210,12 @@ def done(out, run):
         return not json.load(f).get("stopped_by_signal", False)
 
 
+def launcher(spec):
+    """The command that starts a run's ranks, in front of autoloco-train."""
+    text = spec.get("launcher")
+    return shlex.split(text) if text else ["mpirun", "-n", str(spec["ranks"])]
+
+
 def run_local(spec, runs, binary, jobs):
     out = spec["out_abs"]
     logs = os.path.join(out, "logs")
@@ -214,7 +223,6 @@ def run_local(spec, runs, binary, jobs):
     todo = [r for r in runs if not done(out, r)]
     print(f"sweep: {len(runs)} runs, {len(runs) - len(todo)} done, {len(todo)} to go, "
           f"{jobs} at a time, {spec['ranks']} ranks each", file=sys.stderr)
-    launcher = ["mpirun", "-n", str(spec["ranks"])]
     started = time.time()
     failed = []
 
@@ -222,7 +230,7 @@ def run_local(spec, runs, binary, jobs):
         log_path = os.path.join(logs, run.name + ".log")
         t0 = time.time()
         with open(log_path, "w") as log:
-            rc = subprocess.call(command(spec, run, binary, launcher), stdout=log,
+            rc = subprocess.call(command(spec, run, binary, launcher(spec)), stdout=log,
                                  stderr=subprocess.STDOUT, cwd=REPO)
         return run, rc, time.time() - t0, log_path
 
@@ -318,6 +326,9 @@ def main():
     p.add_argument("--jobs", type=int, help="runs at once (default: cores // ranks, at least 1)")
     p.add_argument("--bin", default="build/release/apps/autoloco-train")
     p.add_argument("--no-build", action="store_true", help="do not call scripts/setup.sh")
+    p.add_argument("--launcher", help="the command that starts a run's ranks (default: the "
+                   "spec's launcher, else mpirun -n RANKS), e.g. 'scripts/netlab.sh run --dcs 4 "
+                   "--ranks-per-dc 1 --'")
     p.add_argument("--slurm", action="store_true", help="write Slurm batch scripts and submit")
     p.add_argument("--no-submit", action="store_true", help="with --slurm: only write them")
     p.add_argument("--sbatch", action="append", default=[], metavar="OPTION",
@@ -341,6 +352,8 @@ def main():
         spec["out"] = args.out
     if args.ranks:
         spec["ranks"] = args.ranks
+    if args.launcher:
+        spec["launcher"] = args.launcher
     spec.setdefault("ranks", 4)
     spec["out_abs"] = os.path.abspath(os.path.join(REPO, spec["out"]))
     if not os.path.exists(os.path.join(REPO, spec["base"])):
@@ -354,8 +367,7 @@ def main():
 
     if args.dry_run:
         for r in selected:
-            print(" ".join(shlex.quote(c) for c in command(
-                spec, r, binary, ["mpirun", "-n", str(spec["ranks"])])))
+            print(" ".join(shlex.quote(c) for c in command(spec, r, binary, launcher(spec))))
         return 0
     if not args.slurm:  # with --slurm the report comes later, from --report
         require_report_modules()

@@ -1,6 +1,8 @@
 // The benchmarks of autoloco-bench; each prints one JSON object on world rank 0.
 #pragma once
 
+#include <mpi.h>
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -9,6 +11,7 @@
 #include "autoloco/comm/topology.hpp"
 #include "autoloco/config/config.hpp"
 #include "autoloco/util/json.hpp"
+#include "autoloco/util/timer.hpp"
 
 namespace autoloco::bench {
 
@@ -29,12 +32,30 @@ struct Args {
   // --link-gbps: the comm benchmark measures the real link of this many Gbit/s per host against
   // the WAN model instead (link.cpp); 0: off.
   double link_gbps = 0.0;
+  int64_t mtu = 1500;                     // --mtu: the link's MTU, for its TCP goodput (link.cpp)
   int64_t ckpt_bytes = int64_t{1} << 30;  // --bytes
   std::string ckpt_dir;                   // --dir; empty: the system's temp directory
   // --peak-tflops: the accelerator's dense peak that MFU divides by. 790 is what a bf16 8192^3
   // matmul reached on this workplace's H200 (the datasheet's ~989 is not reached in practice).
   double peak_tflops = 790.0;
 };
+
+// Mean seconds of `op` over `iters` calls after `warmup`, the slowest rank's: every call starts
+// together, after `prepare` (untimed).
+template <class Prepare, class Op>
+double mean_seconds(int64_t iters, int64_t warmup, MPI_Comm world, Prepare prepare, Op op) {
+  double elapsed = 0.0;
+  for (int64_t i = 0; i < warmup + iters; ++i) {
+    prepare();
+    MPI_Barrier(world);
+    Timer t;
+    op();
+    if (i >= warmup) elapsed += t.seconds();
+  }
+  double mean = elapsed / static_cast<double>(iters);
+  MPI_Allreduce(MPI_IN_PLACE, &mean, 1, MPI_DOUBLE, MPI_MAX, world);
+  return mean;
+}
 
 // Random tokens (the benchmarks measure compute, not what is learned) in dir/bench_000.bin;
 // returns its path.

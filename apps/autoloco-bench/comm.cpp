@@ -43,21 +43,12 @@ bool check(const std::vector<float>& data, int dcs, int copies) {
   return true;
 }
 
-// Mean seconds per operation, the slowest rank's.
+// Mean seconds per operation, the slowest rank's, on freshly filled data.
 template <class Op>
 double time_op(std::vector<float>& data, int dc, int64_t iters, int64_t warmup, Op op,
                MPI_Comm world) {
-  double elapsed = 0.0;
-  for (int64_t i = 0; i < warmup + iters; ++i) {
-    fill(data, dc);
-    MPI_Barrier(world);
-    Timer t;
-    op();
-    if (i >= warmup) elapsed += t.seconds();
-  }
-  double mean = elapsed / static_cast<double>(iters);
-  MPI_Allreduce(MPI_IN_PLACE, &mean, 1, MPI_DOUBLE, MPI_MAX, world);
-  return mean;
+  return mean_seconds(
+      iters, warmup, world, [&] { fill(data, dc); }, op);
 }
 
 bool all_ranks(bool ok, MPI_Comm world) {

@@ -7,6 +7,10 @@
 // the model charges with bandwidth B and the measured latency: 2 (G - 1) (latency + n / (G B))
 // for a ring of n bytes. busbw is the bytes a host sent per second (its members' ring messages
 // over the time), the figure that the shaped rate bounds.
+// The shaper counts whole Ethernet frames, of which TCP carries MTU - 52 bytes (IPv4 and TCP
+// headers with timestamps, Linux's default) per MTU + 14 (the Ethernet header): the payload
+// can flow at that fraction of the rate, the goodput. model_goodput_s is the model with B the
+// goodput: the bandwidth to give wan.bandwidth_gbps for a link of that line rate.
 #include <mpi.h>
 
 #include <algorithm>
@@ -17,26 +21,13 @@
 #include "autoloco/comm/topology.hpp"
 #include "autoloco/comm/wan_link.hpp"
 #include "autoloco/util/json.hpp"
-#include "autoloco/util/timer.hpp"
 #include "bench.hpp"
 
 namespace autoloco::bench {
 namespace {
 
-// Mean seconds of `op` over `iters` after `warmup`, the slowest rank's; every call starts
-// together.
-template <class Op>
-double mean_seconds(int64_t iters, int64_t warmup, Op op, MPI_Comm world) {
-  double elapsed = 0.0;
-  for (int64_t i = 0; i < warmup + iters; ++i) {
-    MPI_Barrier(world);
-    Timer t;
-    op();
-    if (i >= warmup) elapsed += t.seconds();
-  }
-  double mean = elapsed / static_cast<double>(iters);
-  MPI_Allreduce(MPI_IN_PLACE, &mean, 1, MPI_DOUBLE, MPI_MAX, world);
-  return mean;
+double goodput_fraction(int64_t mtu) {
+  return static_cast<double>(mtu - 52) / static_cast<double>(mtu + 14);
 }
 
 // Seconds per phase of a one-value all-reduce: what the link costs a message whatever its size.
@@ -45,8 +36,8 @@ double measured_latency_s(const Args& args, const Topology& topo, MpiCommunicato
   WanLink link(inter, WanModel{1.0, 0.0, false, topo.num_dcs, topo.ranks_per_dc});
   float value = 1.0F;
   const double t = mean_seconds(
-      std::max<int64_t>(args.iters, 50), args.warmup,
-      [&] { link.allreduce(&value, 1, WireCodec{}, nullptr, 0); }, world.handle());
+      std::max<int64_t>(args.iters, 50), args.warmup, world.handle(), [] {},
+      [&] { link.allreduce(&value, 1, WireCodec{}, nullptr, 0); });
   return t / std::max(1, link.traffic(1, WireCodec{}, 0).phases);
 }
 
@@ -58,12 +49,14 @@ JsonObject measure_size(const Args& args, int64_t n, double latency_s, const Top
   HierarchicalAllreduce reducer(intra, link);
   std::vector<float> data(count, 1.0F);
   const double measured = mean_seconds(
-      args.iters, args.warmup,
-      [&] { reducer.allreduce_sum(data.data(), count, nullptr, 0, WireCodec{}); },
-      world.handle());
+      args.iters, args.warmup, world.handle(), [] {},
+      [&] { reducer.allreduce_sum(data.data(), count, nullptr, 0, WireCodec{}); });
   const size_t shard = HierarchicalAllreduce::shard_size(count, topo.ranks_per_dc);
   const LinkTraffic traffic = link.traffic(shard, WireCodec{}, 0);
   const double predicted = model.seconds(traffic);
+  WanModel goodput_model = model;
+  goodput_model.bandwidth_gbps = args.link_gbps * goodput_fraction(args.mtu);
+  const double goodput_predicted = goodput_model.seconds(traffic);
   const double host_bytes = static_cast<double>(traffic.sent_bytes) * topo.ranks_per_dc;
   const double busbw_gbps = host_bytes * 8.0 / measured / 1e9;
   return JsonObject()
@@ -72,6 +65,8 @@ JsonObject measure_size(const Args& args, int64_t n, double latency_s, const Top
       .add("measured_s", measured)
       .add("model_s", predicted)
       .add("model_error", predicted / measured - 1.0)
+      .add("model_goodput_s", goodput_predicted)
+      .add("model_goodput_error", goodput_predicted / measured - 1.0)
       .add("host_sent_bytes", static_cast<int64_t>(host_bytes))
       .add("busbw_gbps", busbw_gbps)
       .add("busbw_of_rate", busbw_gbps / args.link_gbps);
@@ -87,6 +82,8 @@ JsonObject link_report(const Args& args, const Topology& topo, MpiCommunicator& 
     rows.push_back(measure_size(args, n, latency_s, topo, world, intra, inter));
   return JsonObject()
       .add("rate_gbps", args.link_gbps)
+      .add("mtu", args.mtu)
+      .add("goodput_gbps", args.link_gbps * goodput_fraction(args.mtu))
       .add("latency_ms", latency_s * 1e3)
       .add("results", rows);
 }

@@ -6,9 +6,10 @@
 //   autoloco-bench --overlap [CONFIG.yaml] [--set k=v ...] [--steps N] [--warmup N]
 //                  [--repeats R]
 //   mpirun -n N autoloco-bench --comm [--ranks-per-dc R] [--sizes n1,n2,...] [--iters I]
-//                  [--warmup W] [--link-gbps B]
+//                  [--warmup W] [--link-gbps B [--mtu M]]
 //   autoloco-bench --ckpt [--bytes N[K|M|G]] [--dir D] [--repeat R]
-// See train.cpp, throughput.cpp, overlap.cpp, comm.cpp, link.cpp and ckpt.cpp for what each measures.
+// See train.cpp, throughput.cpp, overlap.cpp, comm.cpp, link.cpp and ckpt.cpp for what each
+// measures.
 #include <mpi.h>
 
 #include <cmath>
@@ -35,7 +36,7 @@ constexpr const char* kUsage =
     "       autoloco-bench --overlap [CONFIG.yaml] [--set k=v ...] [--steps N] [--warmup N] "
     "[--repeats R]\n"
     "       mpirun -n N autoloco-bench --comm [--ranks-per-dc R] [--sizes n1,n2,...] "
-    "[--iters I] [--warmup W] [--link-gbps B]\n"
+    "[--iters I] [--warmup W] [--link-gbps B [--mtu M]]\n"
     "       autoloco-bench --ckpt [--bytes N[K|M|G]] [--dir D] [--repeat R]\n";
 
 // std::stoll/stod alone would report "stoll" for "--steps ten": name the argument instead.
@@ -145,6 +146,11 @@ Args parse_args(int argc, char** argv) {
       a.link_gbps = parse_double(arg, value());
       if (!(a.link_gbps > 0.0) || !std::isfinite(a.link_gbps)) {
         throw ConfigError("--link-gbps must be > 0: the shaped rate of each host's link in Gbit/s");
+      }
+    } else if (arg == "--mtu") {
+      a.mtu = parse_int(arg, value());
+      if (a.mtu < 576 || a.mtu > 65535) {
+        throw ConfigError("--mtu must be 576 to 65535: the link's MTU in bytes (Ethernet: 1500)");
       }
     } else if (arg == "--iters") {
       a.iters = parse_int(arg, value());

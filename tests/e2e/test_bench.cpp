@@ -1,8 +1,6 @@
 // End to end: autoloco-bench --train under mpiexec with 2 dcs of 1 rank on the CPU with a tiny
 // model: one JSON object from rank 0 with the world's layout, rounds timed, positive step times
 // and rates, and no MFU (there is no GPU peak to divide by); a bad --peak-tflops is refused.
-// autoloco-bench is an app target, so the default build builds it; the e2e target does not
-// depend on it (tests/CMakeLists.txt names only train, prepare and ckpt).
 #include <sys/wait.h>
 #include <catch2/catch.hpp>
 
@@ -18,9 +16,8 @@ using autoloco::test::read_text;
 
 namespace {
 
-// Next to autoloco-train: both are apps of the same build.
 std::string bench_exe() {
-  return (std::filesystem::path(AUTOLOCO_TRAIN_EXE).parent_path() / "autoloco-bench").string();
+  return AUTOLOCO_BENCH_EXE;
 }
 
 struct BenchResult {

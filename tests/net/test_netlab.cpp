@@ -53,8 +53,8 @@ std::string tiny_args(const std::string& dir, const std::string& name) {
          " --set inner.warmup_steps=5 --set inner.lr=0.01 --set data.batch_size=4"
          " --set interval.H=10 --set run.threads=1 --set ckpt.every_steps=20"
          " --set data.train=" +
-         dir + "/data/train_*.bin --set data.val=" + dir + "/data/val_*.bin --set run.out_dir=" +
-         dir + "/runs --set run.name=" + name;
+         dir + "/data/train_*.bin --set data.val=" + dir +
+         "/data/val_*.bin --set run.out_dir=" + dir + "/runs --set run.name=" + name;
 }
 
 std::string diff_line(const std::string& diff, const std::string& dataset) {
@@ -110,19 +110,19 @@ TEST_CASE("net: a lab for one command is removed when it fails or is signalled",
   CHECK(leftovers("nlfail", dir).empty());
 
   // Signalled once its lab is up (its state file exists), not after a fixed time.
-  const Result signalled = shell(
-      "(" + kNetlab +
-          " with 2 --name nlsig -- sleep 120 & pid=$!;"
-          " for i in $(seq 600); do [ -e /run/netlab/nlsig/rate ] && break; sleep 0.1; done;"
-          " kill -TERM $pid; wait $pid; echo status $?)",
-      dir + "/signalled.txt");
+  const Result signalled =
+      shell("(" + kNetlab +
+                " with 2 --name nlsig -- sleep 120 & pid=$!;"
+                " for i in $(seq 600); do [ -e /run/netlab/nlsig/rate ] && break; sleep 0.1; done;"
+                " kill -TERM $pid; wait $pid; echo status $?)",
+            dir + "/signalled.txt");
   INFO(signalled.out);
   CHECK(signalled.out.find("status 143") != std::string::npos);
   CHECK(leftovers("nlsig", dir).empty());
 
-  const Result user = shell("setpriv --reuid=65534 --regid=65534 --clear-groups " + kNetlab +
-                                " up 1 --name nluser",
-                            dir + "/user.txt");
+  const Result user =
+      shell("setpriv --reuid=65534 --regid=65534 --clear-groups " + kNetlab + " up 1 --name nluser",
+            dir + "/user.txt");
   CHECK(user.code != 0);
   CHECK(user.out.find("needs root") != std::string::npos);
 }
@@ -132,9 +132,9 @@ TEST_CASE("net: diloco across 2 lab hosts over TCP equals the run on one host", 
   const std::string dir = tmp.str();
   const std::string mpi =
       std::string(AUTOLOCO_MPIEXEC) + " -n 4 --oversubscribe --allow-run-as-root --bind-to none ";
-  const Result local = shell(mpi + AUTOLOCO_TRAIN_EXE + " " + tiny_args(dir, "local") +
-                                 " --set topology.ranks_per_dc=2",
-                             dir + "/local.txt");
+  const Result local = shell(
+      mpi + AUTOLOCO_TRAIN_EXE + " " + tiny_args(dir, "local") + " --set topology.ranks_per_dc=2",
+      dir + "/local.txt");
   INFO(local.out);
   REQUIRE(local.code == 0);
   // 2 dcs of 2 ranks, each dc on its own host: the inter-dc ring crosses the shaped links.
@@ -150,10 +150,10 @@ TEST_CASE("net: diloco across 2 lab hosts over TCP equals the run on one host", 
   const std::string summary = read_text(dir + "/runs/lab/summary.json");
   CHECK(summary.find(R"("hosts":["nldiloco-h1"])") != std::string::npos);
 
-  const Result diff = shell(std::string(AUTOLOCO_CKPT_EXE) + " diff " + dir +
-                                "/runs/local/checkpoints/step_40 " + dir +
-                                "/runs/lab/checkpoints/step_40",
-                            dir + "/diff.txt");
+  const Result diff =
+      shell(std::string(AUTOLOCO_CKPT_EXE) + " diff " + dir + "/runs/local/checkpoints/step_40 " +
+                dir + "/runs/lab/checkpoints/step_40",
+            dir + "/diff.txt");
   INFO(diff.out);
   REQUIRE(diff.code == 0);
   CHECK(diff_line(diff.out, "global.h5:outer/anchor").find("identical") != std::string::npos);
@@ -174,8 +174,7 @@ TEST_CASE("net: wan.mode real measures each sync and the log warns of a dc acros
                            dir + "/lab.txt");
   INFO(lab.out);
   REQUIRE(lab.code == 0);
-  CHECK(lab.out.find("dc 1: ranks 2-3 on nlreal-h2,nlreal-h3 | threads 1,1") !=
-        std::string::npos);
+  CHECK(lab.out.find("dc 1: ranks 2-3 on nlreal-h2,nlreal-h3 | threads 1,1") != std::string::npos);
   CHECK(lab.out.find("dc 0 spans the hosts nlreal-h0,nlreal-h1") != std::string::npos);
   CHECK(lab.out.find("wan.mode real: each sync's link time is measured") != std::string::npos);
   const std::string run = dir + "/runs/real";

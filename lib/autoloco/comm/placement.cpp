@@ -31,8 +31,7 @@ JsonObject DcPlacement::json() const {
 
 std::vector<DcPlacement> gather_placement(const Topology& topo, MPI_Comm world, int threads) {
   std::vector<char> name(MPI_MAX_PROCESSOR_NAME, '\0');
-  std::copy_n(topo.host.begin(), std::min<size_t>(topo.host.size(), name.size() - 1),
-              name.begin());
+  std::copy_n(topo.host.begin(), std::min<size_t>(topo.host.size(), name.size() - 1), name.begin());
   const auto n = static_cast<size_t>(topo.world_size);
   std::vector<char> names(name.size() * n);
   AUTOLOCO_MPI(MPI_Allgather(name.data(), MPI_MAX_PROCESSOR_NAME, MPI_CHAR, names.data(),

@@ -281,9 +281,9 @@ int64_t Trainer::inter_dc_bytes() const {
   return (sync_ ? landed_dc_bytes_ : wan_->dc_bytes()) * topo_.num_dcs;
 }
 
-double Trainer::compute_seconds() const {
+double Trainer::compute_seconds_at(double wall_s) const {
   const double waited = sync_ ? sync_->clock().wait_s : wan_->wall_seconds();
-  return std::max(0.0, wall_.seconds() - waited);
+  return std::max(0.0, wall_s - waited);
 }
 
 double Trainer::exposed_link_seconds() const {
@@ -365,7 +365,8 @@ TrainSummary Trainer::train() {
   s.link_s = config_.wan.mode == "real" ? wan_->wall_seconds() : s.model_link_s;
   s.exposed_link_s = exposed_link_seconds();
   s.sync_wait_s = sync_ ? sync_->clock().wait_s : wan_->wall_seconds();
-  const double compute_s = compute_seconds();  // read once: utilisation must not exceed 1
+  // One reading of the clock for every figure, so that they add up.
+  const double compute_s = compute_seconds_at(s.wall_s);
   s.sim_time_s = compute_s + s.exposed_link_s;
   s.compute_utilisation = s.sim_time_s > 0 ? compute_s / s.sim_time_s : 1.0;
   s.compute_utilisation_wall = s.wall_s > 0 ? std::min(1.0, compute_s / s.wall_s) : 1.0;

@@ -216,8 +216,10 @@ class Trainer {
   double lr_scale(const ModelInstance& inst) const;  // batch.lr_scaling for its batch
   std::vector<int64_t> dc_batch_sequences() const;   // per dc, sequences per inner step
   int64_t inter_dc_bytes() const;  // all dcs: of the landed rounds (outer methods), else sent
-  double compute_seconds() const;  // wall time outside the main thread's waits on the link
-  double sim_seconds() const;      // compute time + exposed simulated link time
+  // Wall time (now, or as read at `wall_s`) outside the main thread's waits on the link.
+  double compute_seconds() const { return compute_seconds_at(wall_.seconds()); }
+  double compute_seconds_at(double wall_s) const;
+  double sim_seconds() const;  // compute time + exposed simulated link time
   double exposed_link_seconds() const;
   void log_step(const StepResult& r, double interval_loss, double interval_s);
   // `batches`: each dc's sequences per step in the round just ended.
