@@ -121,11 +121,12 @@ cmd_up() {
   [[ $rate == none ]] || rate_bits "$rate" >/dev/null
   check_can_run
   lab_is_up && die "lab '$name' is up already: 'scripts/netlab.sh down --name $name' first"
-  # A failure or a signal half-way removes what was made (`with` has its own traps).
+  # A failure (set -e, die) or a signal half-way removes what was made (`with` has its own
+  # traps).
   if [[ -z ${in_with:-} ]]; then
-    trap 'cmd_down' ERR
-    trap 'cmd_down; exit 130' INT
-    trap 'cmd_down; exit 143' TERM
+    trap 'cmd_down' EXIT
+    trap 'exit 130' INT
+    trap 'exit 143' TERM
   fi
   local br
   br=$(ns_bridge)
@@ -152,9 +153,11 @@ cmd_up() {
   done
   mkdir -p "$(state_dir)"
   echo "$rate" >"$(state_dir)/rate"
-  [[ -n ${in_with:-} ]] || trap - ERR INT TERM
-  echo "netlab: lab '$name' up: $n hosts ${name}-h0..$((n - 1)) ($subnet.1..$n), head $subnet.$head_octet," \
-    "egress shaped to $rate"
+  [[ -n ${in_with:-} ]] || trap - EXIT INT TERM
+  local shaped="egress shaped to $rate"
+  [[ $rate == none ]] && shaped="unshaped"
+  echo "netlab: lab '$name' up: $n hosts ${name}-h0..$((n - 1)) ($subnet.1..$n)," \
+    "head $subnet.$head_octet, $shaped"
 }
 
 require_up() {
