@@ -4,8 +4,9 @@
 # counts. Writes OUT/G<g>-<rate>mbit.json per measurement and prints the table of
 # docs/results.md ("The WAN model against shaped links").
 #   scripts/link-bench.sh [--out DIR] [--rates "50 200 800"] [--dcs "2 4"] [--sizes n1,n2,...]
-#                         [--iters I] [--bin DIR]
+#                         [--iters I] [--bin DIR] [--open-mpi-defaults]
 # Sizes are fp32 values of the all-reduced vector (default 64 KiB to 64 MiB). Needs root.
+# --open-mpi-defaults measures without netlab.sh run's TCP tuning (docs/multi-host.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/env.sh
@@ -15,6 +16,7 @@ dcs="2 4"
 sizes=16384,262144,1048576,4194304,16777216
 iters=5
 bin=build/ci/apps
+tuning=()
 while [[ $# -gt 0 ]]; do
   case $1 in
     --out) out=$2; shift 2 ;;
@@ -23,6 +25,7 @@ while [[ $# -gt 0 ]]; do
     --sizes) sizes=$2; shift 2 ;;
     --iters) iters=$2; shift 2 ;;
     --bin) bin=$2; shift 2 ;;
+    --open-mpi-defaults) tuning=(--open-mpi-defaults); shift ;;
     *) echo "link-bench: unknown option '$1' (see the top of $0)" >&2; exit 1 ;;
   esac
 done
@@ -40,7 +43,7 @@ for g in $dcs; do
     scripts/netlab.sh shape --name "$lab" --rate "${r}mbit"
     gbps=$(awk -v r="$r" 'BEGIN { print r / 1000 }')
     echo "link-bench: G=$g at ${r} Mbit/s" >&2
-    scripts/netlab.sh run --name "$lab" --dcs "$g" --ranks-per-dc 1 -- "$bench" --comm \
+    scripts/netlab.sh run --name "$lab" --dcs "$g" --ranks-per-dc 1 "${tuning[@]}" -- "$bench" --comm \
       --link-gbps "$gbps" --sizes "$sizes" --iters "$iters" --warmup 1 >"$out/G$g-${r}mbit.json"
   done
 done

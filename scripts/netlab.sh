@@ -9,9 +9,10 @@
 #   scripts/netlab.sh status                 hosts, addresses and shaping
 #   scripts/netlab.sh exec HOST -- CMD...    runs CMD inside HOST (h0, NAME-h0, 0 or 10.77.0.1)
 #   scripts/netlab.sh run --dcs G --ranks-per-dc R [--ranks-per-host K] [--no-tree-spawn]
-#                        [--mpi ARG]... -- CMD...
+#                        [--open-mpi-defaults] [--mpi ARG]... -- CMD...
 #                                            mpirun from the lab's head node, dc d on host d
-#                                            (K < R spreads a dc over several hosts)
+#                                            (K < R spreads a dc over several hosts;
+#                                            --open-mpi-defaults leaves out the TCP tuning)
 #   scripts/netlab.sh with N [--rate RATE] -- CMD...
 #                                            a lab for one command, removed afterwards
 #   scripts/netlab.sh check                  exits 0 where a lab can be made (else says why)
@@ -223,7 +224,7 @@ cmd_agent() {
 }
 
 cmd_run() {
-  local dcs="" rpd="" rph="" tree=1
+  local dcs="" rpd="" rph="" tree=1 tuned=1
   local -a mpi_extra=()
   while [[ $# -gt 0 ]]; do
     case $1 in
@@ -231,6 +232,7 @@ cmd_run() {
       --ranks-per-dc) rpd=$2; shift 2 ;;
       --ranks-per-host) rph=$2; shift 2 ;;
       --no-tree-spawn) tree=0; shift ;;
+      --open-mpi-defaults) tuned=0; shift ;;
       --mpi) mpi_extra+=("$2"); shift 2 ;;
       --) shift; break ;;
       *) die "run: unknown option '$1' (see the top of scripts/netlab.sh)" ;;
@@ -255,18 +257,20 @@ cmd_run() {
     --mca plm_rsh_agent "$script agent"
     --mca pml ob1 --mca btl tcp,self
     --mca btl_tcp_if_include "$subnet.0/$prefix" --mca oob_tcp_if_include "$subnet.0/$prefix"
-    # Large messages as pipelined sends, not the RDMA-put protocol, whose control messages
-    # queue behind the opposite direction's data: 0.56-0.67 of the shaped rate instead of 0.94
-    # for a 2-dc ring here (docs/multi-host.md).
-    --mca btl_tcp_flags send,inplace,need-ack,need-csum,hetero-rdma
-    # Messages up to 4 MiB eagerly: the rendezvous handshake of a larger message waits in the
-    # link's queue behind the other direction's data at every ring step (0.80 of the rate for
-    # a 4 MiB all-reduce over 4 hosts at 200 Mbit/s, 0.95 eagerly).
-    --mca btl_tcp_eager_limit 4194304 --mca btl_tcp_rndv_eager_limit 4194304
-    --mca btl_tcp_max_send_size 4194304
     # The lab's hosts share this machine's cores: a rank that waits yields its core.
     --mca mpi_yield_when_idle 1
     -x OMP_NUM_THREADS -x OPENBLAS_NUM_THREADS -x NETLAB_NAME)
+  if ((tuned)); then
+    cmd+=(
+      # Large messages as pipelined sends, not the RDMA-put protocol, whose control messages
+      # queue behind the opposite direction's data (docs/multi-host.md; measured against the
+      # defaults in docs/results.md).
+      --mca btl_tcp_flags send,inplace,need-ack,need-csum,hetero-rdma
+      # Messages up to 4 MiB eagerly: the rendezvous handshake of a larger message waits in the
+      # link's queue behind the other direction's data at every ring step.
+      --mca btl_tcp_eager_limit 4194304 --mca btl_tcp_rndv_eager_limit 4194304
+      --mca btl_tcp_max_send_size 4194304)
+  fi
   ((tree)) || cmd+=(--mca plm_rsh_no_tree_spawn 1)
   cmd+=("${mpi_extra[@]}" "$@")
   export NETLAB_NAME=$name OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
