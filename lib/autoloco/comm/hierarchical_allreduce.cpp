@@ -1,13 +1,22 @@
 #include "autoloco/comm/hierarchical_allreduce.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 
 namespace autoloco {
 namespace {
 
 // Each all-reduce's messages stay well below MPI's int count of bytes; larger shards go in
-// pieces, the scalars riding with the first.
-constexpr size_t kMaxPieceBytes = size_t{1} << 30;
+// pieces, the scalars riding with the first. Tests lower the piece
+// (AUTOLOCO_TEST_MAX_PIECE_BYTES, read once) to cross it with small buffers.
+size_t max_piece_bytes() {
+  static const size_t bytes = [] {
+    const char* v = std::getenv("AUTOLOCO_TEST_MAX_PIECE_BYTES");
+    const long long n = v ? std::atoll(v) : 0;
+    return n >= 4 ? static_cast<size_t>(n) : size_t{1} << 30;
+  }();
+  return bytes;
+}
 
 }  // namespace
 
@@ -48,7 +57,7 @@ void HierarchicalAllreduce::reduce_shard(float* shard, size_t count, double* sca
     for (size_t i = 0; i < count; ++i)
       shard[i] += residual[i];
   }
-  const size_t piece = kMaxPieceBytes / sizeof(float);  // no format takes more than 4 bytes
+  const size_t piece = max_piece_bytes() / sizeof(float);  // no format takes more than 4 bytes
   size_t done = 0;
   do {
     const size_t n = std::min(piece, count - done);

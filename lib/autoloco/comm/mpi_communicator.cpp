@@ -4,22 +4,50 @@
 
 #include <climits>
 #include <cstdint>
+#include <cstdlib>
 
+#include "autoloco/comm/mpi_count.hpp"
 #include "autoloco/util/error.hpp"
 #include "autoloco/util/mpi_check.hpp"
 
 namespace autoloco {
 namespace {
 
-// MPI counts are int: larger buffers go in chunks.
-constexpr size_t kMaxChunk = static_cast<size_t>(INT_MAX) / 2;
+// MPI counts are int: larger buffers go in chunks of at most this many elements. Tests lower
+// it (AUTOLOCO_TEST_MPI_MAX_CHUNK, read once) to cross the limit with small buffers.
+size_t max_chunk() {
+  static const size_t chunk = [] {
+    const char* v = std::getenv("AUTOLOCO_TEST_MPI_MAX_CHUNK");
+    const long long n = v ? std::atoll(v) : 0;
+    return n > 0 ? static_cast<size_t>(n) : static_cast<size_t>(INT_MAX) / 2;
+  }();
+  return chunk;
+}
 
 int checked_count(size_t count) {
-  if (count > static_cast<size_t>(INT_MAX)) {
-    throw CommError(fmt::format("MPI message of {} elements exceeds INT_MAX", count));
-  }
-  return static_cast<int>(count);
+  return mpi_count(count, "intra-dc collective");
 }
+
+// `count` elements of `type` that occupy the extent of `stride` elements: one rank's piece of
+// an all-gather whose ranks' parts lie `stride` elements apart.
+class StridedPiece {
+ public:
+  StridedPiece(MPI_Datatype type, size_t count, size_t stride, size_t elem) {
+    MPI_Datatype contiguous = MPI_DATATYPE_NULL;
+    AUTOLOCO_MPI(MPI_Type_contiguous(checked_count(count), type, &contiguous));
+    AUTOLOCO_MPI(
+        MPI_Type_create_resized(contiguous, 0, static_cast<MPI_Aint>(stride * elem), &type_));
+    AUTOLOCO_MPI(MPI_Type_commit(&type_));
+    MPI_Type_free(&contiguous);
+  }
+  ~StridedPiece() { MPI_Type_free(&type_); }
+  StridedPiece(const StridedPiece&) = delete;
+  StridedPiece& operator=(const StridedPiece&) = delete;
+  MPI_Datatype type() const { return type_; }
+
+ private:
+  MPI_Datatype type_ = MPI_DATATYPE_NULL;
+};
 
 }  // namespace
 
@@ -87,8 +115,8 @@ void MpiCommunicator::allreduce_sum(void* data, size_t count, DType type) {
   if (size_ == 1) return;
   auto* bytes = static_cast<char*>(data);
   const size_t elem = dtype_size(type);
-  for (size_t done = 0; done < count; done += kMaxChunk) {
-    const size_t n = std::min(kMaxChunk, count - done);
+  for (size_t done = 0; done < count; done += max_chunk()) {
+    const size_t n = std::min(max_chunk(), count - done);
     void* at = bytes + done * elem;
     collective(
         [&] {
@@ -106,22 +134,45 @@ void MpiCommunicator::allgather(const void* send, void* recv, size_t count, DTyp
   // In place when this rank's part already sits at its slot of recv.
   const size_t offset = static_cast<size_t>(rank_) * count * dtype_size(type);
   const void* source = send == static_cast<char*>(recv) + offset ? MPI_IN_PLACE : send;
-  const int n = checked_count(count);
-  collective(
-      [&] {
-        AUTOLOCO_MPI(MPI_Allgather(source, n, mpi_type(type), recv, n, mpi_type(type), comm_));
-      },
-      [&](MPI_Request* r) {
-        AUTOLOCO_MPI(MPI_Iallgather(source, n, mpi_type(type), recv, n, mpi_type(type), comm_, r));
-      });
+  if (count <= max_chunk()) {
+    const int n = checked_count(count);
+    collective(
+        [&] {
+          AUTOLOCO_MPI(MPI_Allgather(source, n, mpi_type(type), recv, n, mpi_type(type), comm_));
+        },
+        [&](MPI_Request* r) {
+          AUTOLOCO_MPI(
+              MPI_Iallgather(source, n, mpi_type(type), recv, n, mpi_type(type), comm_, r));
+        });
+    return;
+  }
+  // In pieces: piece [done, done + n) of every rank's part lands `count` elements apart, so each
+  // rank receives one strided element per rank and no count or displacement exceeds an int.
+  const size_t elem = dtype_size(type);
+  for (size_t done = 0; done < count; done += max_chunk()) {
+    const size_t n = std::min(max_chunk(), count - done);
+    const StridedPiece piece(mpi_type(type), n, count, elem);
+    const void* from =
+        source == MPI_IN_PLACE ? MPI_IN_PLACE : static_cast<const char*>(send) + done * elem;
+    void* to = static_cast<char*>(recv) + done * elem;
+    collective(
+        [&] {
+          AUTOLOCO_MPI(
+              MPI_Allgather(from, checked_count(n), mpi_type(type), to, 1, piece.type(), comm_));
+        },
+        [&](MPI_Request* r) {
+          AUTOLOCO_MPI(MPI_Iallgather(from, checked_count(n), mpi_type(type), to, 1, piece.type(),
+                                      comm_, r));
+        });
+  }
 }
 
 void MpiCommunicator::broadcast(void* data, size_t count, DType type, int root) {
   if (size_ == 1) return;
   auto* bytes = static_cast<char*>(data);
   const size_t elem = dtype_size(type);
-  for (size_t done = 0; done < count; done += kMaxChunk) {
-    const size_t n = std::min(kMaxChunk, count - done);
+  for (size_t done = 0; done < count; done += max_chunk()) {
+    const size_t n = std::min(max_chunk(), count - done);
     void* at = bytes + done * elem;
     collective([&] { AUTOLOCO_MPI(MPI_Bcast(at, checked_count(n), mpi_type(type), root, comm_)); },
                [&](MPI_Request* r) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "autoloco/comm/mpi_count.hpp"
 #include "autoloco/comm/packed_message.hpp"
 #include "autoloco/util/mpi_check.hpp"
 
@@ -79,15 +80,15 @@ void RingAllreduce::exchange(const float* payload, size_t count, DType wire, con
   const int right = (rank_ + 1) % size_;
   const int left = (rank_ + size_ - 1) % size_;
   if (!policy_.patient) {
-    AUTOLOCO_MPI(MPI_Sendrecv(send_data, static_cast<int>(send_bytes), MPI_BYTE, right, kTag,
-                              recv_data, static_cast<int>(recv_bytes), MPI_BYTE, left, kTag, comm_,
-                              MPI_STATUS_IGNORE));
+    AUTOLOCO_MPI(MPI_Sendrecv(send_data, mpi_count(send_bytes, "inter-dc ring"), MPI_BYTE, right,
+                              kTag, recv_data, mpi_count(recv_bytes, "inter-dc ring"), MPI_BYTE,
+                              left, kTag, comm_, MPI_STATUS_IGNORE));
   } else {
     MPI_Request requests[2];
-    AUTOLOCO_MPI(MPI_Irecv(recv_data, static_cast<int>(recv_bytes), MPI_BYTE, left, kTag, comm_,
-                           &requests[0]));
-    AUTOLOCO_MPI(MPI_Isend(send_data, static_cast<int>(send_bytes), MPI_BYTE, right, kTag, comm_,
-                           &requests[1]));
+    AUTOLOCO_MPI(MPI_Irecv(recv_data, mpi_count(recv_bytes, "inter-dc ring"), MPI_BYTE, left, kTag,
+                           comm_, &requests[0]));
+    AUTOLOCO_MPI(MPI_Isend(send_data, mpi_count(send_bytes, "inter-dc ring"), MPI_BYTE, right, kTag,
+                           comm_, &requests[1]));
     wait_all(requests, 2, policy_);
   }
   sent_ += static_cast<int64_t>(send_bytes);

@@ -5,6 +5,7 @@
 #include <climits>
 #include <numeric>
 
+#include "autoloco/comm/mpi_count.hpp"
 #include "autoloco/util/mpi_check.hpp"
 
 namespace autoloco {
@@ -14,7 +15,8 @@ void broadcast_text(MPI_Comm comm, std::string& text, int root) {
   AUTOLOCO_MPI(MPI_Bcast(&size, 1, MPI_INT64_T, root, comm));
   text.resize(static_cast<size_t>(size));
   if (size > 0) {
-    AUTOLOCO_MPI(MPI_Bcast(text.data(), static_cast<int>(size), MPI_CHAR, root, comm));
+    AUTOLOCO_MPI(MPI_Bcast(text.data(), mpi_count(static_cast<size_t>(size), "text broadcast"),
+                           MPI_CHAR, root, comm));
   }
 }
 
@@ -22,7 +24,7 @@ std::vector<std::string> gather_text(MPI_Comm comm, const std::string& text, int
   int rank = 0, size = 1;
   AUTOLOCO_MPI(MPI_Comm_rank(comm, &rank));
   AUTOLOCO_MPI(MPI_Comm_size(comm, &size));
-  int mine = static_cast<int>(text.size());
+  int mine = mpi_count(text.size(), "text gather");
   std::vector<int> counts(static_cast<size_t>(size));
   AUTOLOCO_MPI(MPI_Gather(&mine, 1, MPI_INT, counts.data(), 1, MPI_INT, root, comm));
   std::vector<int> offsets(static_cast<size_t>(size), 0);
