@@ -24,6 +24,7 @@ TEST_CASE("e2e: sweep.py runs a grid and skips finished runs and reports", "[e2e
                                     << dir
                                     << "/sweep\n"
                                        "ranks: 2\n"
+                                       "launcher: mpirun -n 2 --bind-to none\n"
                                        "seeds: [1, 2]\n"
                                        "set:\n"
                                        "  model.n_layer: 1\n"
@@ -78,6 +79,15 @@ TEST_CASE("e2e: sweep.py runs a grid and skips finished runs and reports", "[e2e
   // A second call finds every run done and runs nothing.
   REQUIRE(std::system((sweep + " > " + log + " 2>&1").c_str()) == 0);
   CHECK(read_text(log).find("6 runs, 6 done, 0 to go") != std::string::npos);
+
+  // Each run starts under the spec's launcher, or the command line's.
+  REQUIRE(std::system((sweep + " --dry-run > " + log + " 2>&1").c_str()) == 0);
+  CHECK(read_text(log).rfind("mpirun -n 2 --bind-to none " + std::string(AUTOLOCO_TRAIN_EXE), 0) ==
+        0);
+  REQUIRE(std::system((sweep + " --dry-run --launcher 'scripts/netlab.sh run --dcs 2 " +
+                       "--ranks-per-dc 1 --' > " + log + " 2>&1")
+                          .c_str()) == 0);
+  CHECK(read_text(log).rfind("scripts/netlab.sh run --dcs 2 --ranks-per-dc 1 -- ", 0) == 0);
 }
 
 TEST_CASE("e2e: sweep.py --slurm writes one batch script per run that skips itself when done",
