@@ -251,7 +251,8 @@ cmd_run() {
   ((nhosts <= have)) ||
     die "run: $dcs dcs of $rpd ranks at $rph per host need $nhosts hosts; lab '$name' has $have"
   local hostfile
-  hostfile="$(state_dir)/hostfile"
+  # One per run, so that runs in the same lab do not race (removed with the lab).
+  hostfile="$(state_dir)/hostfile.$$"
   for ((i = 0; i < nhosts; i++)); do echo "$name-h$i slots=$rph"; done >"$hostfile"
   local cmd=(mpirun --hostfile "$hostfile" -np "$np" --map-by slot --bind-to none
     --mca plm_rsh_agent "$script agent"
