@@ -149,16 +149,9 @@ JsonObject measure_format(const Args& args, WireFormat format, int64_t n, const 
   std::vector<float> exact = values;
   reducer.allreduce_sum(exact.data(), count, nullptr, 0, WireCodec{});
   std::vector<float> data(count);
-  double elapsed = 0.0;
-  for (int64_t i = 0; i < args.warmup + args.iters; ++i) {
-    data = values;
-    MPI_Barrier(world.handle());
-    Timer t;
-    reducer.allreduce_sum(data.data(), count, nullptr, 0, codec);
-    if (i >= args.warmup) elapsed += t.seconds();
-  }
-  double time_s = elapsed / static_cast<double>(args.iters);
-  MPI_Allreduce(MPI_IN_PLACE, &time_s, 1, MPI_DOUBLE, MPI_MAX, world.handle());
+  const double time_s = mean_seconds(
+      args.iters, args.warmup, world.handle(), [&] { data = values; },
+      [&] { reducer.allreduce_sum(data.data(), count, nullptr, 0, codec); });
   double max_err = 0.0;
   double sq_err = 0.0;
   double sq_exact = 0.0;
@@ -195,19 +188,18 @@ int comm(const Args& args) {
   MpiCommunicator world(MPI_COMM_WORLD);
   MpiCommunicator intra(MPI_COMM_WORLD, topo.dc, topo.member);
   MpiCommunicator inter(MPI_COMM_WORLD, topo.member, topo.dc);
+  // The object's first fields, the same for both benchmarks.
+  const auto header = [&](const char* benchmark) {
+    return JsonObject()
+        .add("benchmark", benchmark)
+        .add("world_size", topo.world_size)
+        .add("ranks_per_dc", topo.ranks_per_dc)
+        .add("dcs", topo.num_dcs)
+        .add("iters", args.iters);
+  };
   if (args.link_gbps > 0.0) {
     const JsonObject link = link_report(args, topo, world, intra, inter);
-    if (topo.world_rank == 0) {
-      std::printf("%s\n", JsonObject()
-                              .add("benchmark", "link")
-                              .add("world_size", topo.world_size)
-                              .add("ranks_per_dc", topo.ranks_per_dc)
-                              .add("dcs", topo.num_dcs)
-                              .add("iters", args.iters)
-                              .add("link", link)
-                              .str()
-                              .c_str());
-    }
+    if (topo.world_rank == 0) std::printf("%s\n", header("link").add("link", link).str().c_str());
     return 0;
   }
   std::vector<JsonObject> rows;
@@ -221,14 +213,7 @@ int comm(const Args& args) {
     }
   }
   if (topo.world_rank == 0) {
-    const JsonObject out = JsonObject()
-                               .add("benchmark", "comm")
-                               .add("world_size", topo.world_size)
-                               .add("ranks_per_dc", topo.ranks_per_dc)
-                               .add("dcs", topo.num_dcs)
-                               .add("iters", args.iters)
-                               .add("results", rows)
-                               .add("formats", formats);
+    const JsonObject out = header("comm").add("results", rows).add("formats", formats);
     std::printf("%s\n", out.str().c_str());
   }
   return ok ? 0 : 1;

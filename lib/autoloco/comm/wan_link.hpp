@@ -79,6 +79,8 @@ class WanLink {
   LinkTraffic last_traffic() const { return last_; }
   // The model's link seconds so far.
   double link_seconds() const { return link_s_.load(); }
+  // The link seconds the run's clock takes: in real mode the measured ones (wall_seconds).
+  double clock_seconds() const { return model_.measured ? wall_seconds() : link_seconds(); }
   // Real seconds spent inside allreduce (the transfer, and the sleep in sleep mode). A
   // blocking sync subtracts them from wall-clock to get the compute time of the simulated clock;
   // in real mode they are the measured link time.

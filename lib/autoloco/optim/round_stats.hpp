@@ -30,6 +30,8 @@ struct RoundStats {
   double link_s = 0.0;
   // wan.mode real: this rank's measured seconds of the all-reduce (NaN otherwise).
   double measured_link_s = NAN;
+  // The link seconds the run's clock takes for the round: the measured ones where there are.
+  double clock_link_s() const { return std::isnan(measured_link_s) ? link_s : measured_link_s; }
   // With fragments, the link seconds of each of the cycle's syncs (empty: the one, link_s).
   std::vector<double> sync_link_s;
   int64_t dc_bytes = 0;            // bytes of one dc's message in the round

@@ -2,8 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <cmath>
-
 #include "autoloco/util/error.hpp"
 
 namespace autoloco {
@@ -16,8 +14,7 @@ std::optional<RoundStats> BlockingSync::end_round(FlatParams& params, const Roun
                                                   int64_t) {
   const RoundStats s = outer_.at(in.fragment).sync(params, in);
   outer_.stepped(in.fragment);
-  // In real mode the measured transfer is what the ranks sat through.
-  exposed_s_ += std::isnan(s.measured_link_s) ? s.link_s : s.measured_link_s;
+  exposed_s_ += s.clock_link_s();
   return s;
 }
 

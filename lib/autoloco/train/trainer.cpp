@@ -289,7 +289,7 @@ double Trainer::compute_seconds_at(double wall_s) const {
 double Trainer::exposed_link_seconds() const {
   if (sync_) return sync_->clock().exposed_link_s;
   // ddp: every sync blocks.
-  return config_.wan.mode == "real" ? wan_->wall_seconds() : wan_->link_seconds();
+  return wan_->clock_seconds();
 }
 
 double Trainer::sim_seconds() const {
@@ -362,7 +362,7 @@ TrainSummary Trainer::train() {
       sync_ ? peak_sync_dc_bytes_ * topo_.num_dcs : (rounds_ > 0 ? s.inter_dc_bytes / rounds_ : 0);
   s.wall_s = wall_.seconds();
   s.model_link_s = wan_->link_seconds();
-  s.link_s = config_.wan.mode == "real" ? wan_->wall_seconds() : s.model_link_s;
+  s.link_s = wan_->clock_seconds();
   s.exposed_link_s = exposed_link_seconds();
   s.sync_wait_s = sync_ ? sync_->clock().wait_s : wan_->wall_seconds();
   // One reading of the clock for every figure, so that they add up.

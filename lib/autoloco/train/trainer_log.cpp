@@ -189,7 +189,7 @@ void Trainer::log_round(const RoundStats& s, const std::vector<int64_t>& batches
       .add("batch_demand", demand)
       .add("inter_dc_bytes", s.dc_bytes * topo_.num_dcs)
       .add("sent_bytes", s.sent_bytes)
-      .add("link_s", std::isnan(s.measured_link_s) ? s.link_s : s.measured_link_s)
+      .add("link_s", s.clock_link_s())
       .add("model_link_s", s.link_s)
       .add("delta_norm", std::sqrt(s.avg_delta_sq))
       .add("mean_delta_norm", s.mean_delta_norm)
