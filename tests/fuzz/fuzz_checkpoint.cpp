@@ -1,0 +1,71 @@
+// libFuzzer target: HDF5 checkpoint files (ckpt/h5_file.hpp), as verify and resume read them.
+// Feeds the input, written to a scratch file, to H5Reader: it lists the datasets, takes every
+// dataset's sum (what verify_checkpoint compares with the manifest), then reads each dataset by
+// its type, once unchecked and once against those sums (what a resume does with the manifest's).
+// A CheckpointError is a correct refusal; a finding is anything else (another exception such as
+// std::bad_alloc, a crash, a sanitizer report, a hang or an allocation over the fuzzer's limit).
+// Crashes inside libhdf5 itself are findings too, though not ours to fix (docs in
+// tests/fuzz/README.md).
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "autoloco/ckpt/h5_file.hpp"
+#include "fuzz_support.hpp"
+
+namespace {
+
+// Reads one dataset the way the trainer and autoloco-ckpt do for its type.
+void read_by_type(const autoloco::H5Reader& r, const std::string& name) {
+  using autoloco::H5Type;
+  r.shape(name);
+  const int64_t n = r.numel(name);
+  switch (r.type(name)) {
+    case H5Type::f32:
+      autoloco::fuzz::require(static_cast<int64_t>(r.read_f32(name).size()) == n, "f32 count");
+      break;
+    case H5Type::f64:
+      autoloco::fuzz::require(static_cast<int64_t>(r.read_f64(name).size()) == n, "f64 count");
+      if (n == 1) r.read_double(name);
+      break;
+    case H5Type::i64:
+      autoloco::fuzz::require(static_cast<int64_t>(r.read_i64(name).size()) == n, "i64 count");
+      if (n == 1) r.read_int(name);
+      break;
+    case H5Type::u8:
+      autoloco::fuzz::require(static_cast<int64_t>(r.read_u8(name).size()) == n, "u8 count");
+      break;
+    case H5Type::text:
+      r.read_string(name);
+      break;
+    case H5Type::other:
+      break;
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace autoloco;
+  const fuzz::ScratchFile scratch(data, size);
+  const std::string& path = scratch.path();
+  fuzz::expect_typed_errors([&] {
+    DatasetSums sums;
+    std::vector<std::string> names;
+    {
+      const H5Reader r(path);
+      names = r.datasets();
+      for (const std::string& name : names) {
+        fuzz::require(r.has(name), "has() misses a dataset that datasets() lists");
+        fuzz::expect_typed_errors([&] { read_by_type(r, name); });
+      }
+      sums = r.sums();
+    }
+    const H5Reader checked(path, &sums);
+    for (const std::string& name : names) {
+      fuzz::expect_typed_errors([&] { read_by_type(checked, name); });
+    }
+  });
+  return 0;
+}

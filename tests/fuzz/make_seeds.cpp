@@ -1,0 +1,162 @@
+// Writes the generated part of the seed corpus of the fuzz targets (tests/fuzz/corpus): token
+// shards, small checkpoint files laid out like a run's global.h5, and manifests, each valid and
+// a few near-valid variants; and the config target's dictionary (tests/fuzz/config.dict: every
+// section and key). Run from the repository root after changing a format or adding a key:
+//   build/fuzz/make_seeds tests/fuzz
+// The config target's seeds are written by hand (corpus/config), and scripts/fuzz.sh adds
+// configs/*.yaml to them.
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "autoloco/ckpt/h5_file.hpp"
+#include "autoloco/ckpt/manifest.hpp"
+#include "autoloco/config/config.hpp"
+#include "autoloco/data/shard.hpp"
+
+namespace fs = std::filesystem;
+using namespace autoloco;
+
+namespace {
+
+std::string read_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+void write_file(const fs::path& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << bytes;
+}
+
+void shards(const fs::path& dir) {
+  std::vector<uint32_t> tokens;
+  for (uint32_t i = 0; i < 48; ++i)
+    tokens.push_back((i * 37) % 256);
+  write_shard((dir / "u16.bin").string(), tokens, TokenWidth::u16);
+  write_shard((dir / "u32.bin").string(), {70000, 1, 65536, 3, 0, 99999}, TokenWidth::u32);
+  write_shard((dir / "empty.bin").string(), {}, TokenWidth::u16);
+  const std::string u16 = read_file(dir / "u16.bin");
+  write_file(dir / "truncated.bin", u16.substr(0, u16.size() - 3));
+  std::string version = u16;
+  version[4] = 7;  // the u32 version with the u16 magic
+  write_file(dir / "wrong_version.bin", version);
+}
+
+DatasetSums checkpoint(const fs::path& path, bool full) {
+  fs::remove(path);
+  H5Writer w(path.string());
+  w.write("format_version", int64_t{1});
+  w.write("reason", std::string("every_steps"));
+  w.write("counters/step", int64_t{40});
+  const std::vector<float> anchor = {0.5f, -1.25f, 3.0f, 0.0f, 2.5f, -0.75f};
+  w.write("outer/anchor", anchor.data(), {2, 3});
+  if (full) {
+    w.write("autoloco_version", std::string("0.1.0"));
+    w.write("config", std::string("run:\n  steps: 100\ninner:\n  lr: 0.001\n"));
+    w.write("topology/world_size", int64_t{4});
+    w.write("topology/ranks_per_dc", int64_t{1});
+    w.write("counters/h_per_round", std::vector<int64_t>{20, 20, 25});
+    w.write("loop/final_train_loss", 3.25);
+    w.write("controller/state", std::vector<double>{0.5, 0.03, 1.0});
+    w.write("outer/momentum", anchor.data(), {6});
+    const std::vector<uint8_t> rng = {1, 2, 3, 4, 5, 6, 7, 8};
+    w.write("rng/cpu", rng.data(), {8});
+    w.write("batch/dc_batches", std::vector<int64_t>{});
+    w.write("blank", std::string());
+  }
+  return w.close();
+}
+
+void manifests(const fs::path& dir, const DatasetSums& sums) {
+  Manifest m;
+  m.format_version = 1;
+  m.step = 40;
+  m.round = 2;
+  m.reason = "every_steps";
+  m.created = "2026-11-30T10:00:00Z";
+  m.files.push_back(ManifestFile{"global.h5", 12345, sums});
+  m.files.push_back(ManifestFile{"dc_0.h5", 999, {{"replica/values", DatasetSum{24, 0x1234abcd}}}});
+  m.files.push_back(ManifestFile{"rank_0.h5", 512, {}});
+  const std::string json = m.to_json();
+  write_file(dir / "manifest.json", json);
+  write_file(dir / "file_entry.json", m.files[1].to_json());
+  write_file(dir / "truncated.json", json.substr(0, json.size() / 2));
+  std::string bad_crc = json;
+  bad_crc.replace(bad_crc.find("1234abcd"), 8, "12x4abcd");
+  write_file(dir / "bad_crc.json", bad_crc);
+}
+
+// libFuzzer dictionary entries: sections, keys as a YAML mapping writes them and as --set
+// writes them, and values the validation tells apart.
+void config_dict(const fs::path& path) {
+  std::ofstream out(path, std::ios::trunc);
+  out << "# The config target's dictionary, written by make_seeds (tests/fuzz/make_seeds.cpp).\n";
+  std::vector<std::string> sections;
+  for (const std::string& key : config_keys()) {
+    const std::string section = key.substr(0, key.find('.'));
+    if (sections.empty() || sections.back() != section) {
+      sections.push_back(section);
+      out << "\"" << section << ":\\x0a\"\n";
+    }
+    out << "\"  " << key.substr(key.find('.') + 1) << ": \"\n";
+    out << "\"\\x0a" << key << "=\"\n";
+  }
+  for (const char* value : {"\\x0a--set\\x0a",
+                            "true",
+                            "false",
+                            "~",
+                            "[",
+                            "]",
+                            "{",
+                            "}",
+                            ", ",
+                            "\\\"0:5\\\"",
+                            ".nan",
+                            "-.inf",
+                            "9223372036854775807",
+                            "-9223372036854775808",
+                            "1e308",
+                            "0x7f",
+                            "&a",
+                            "*a",
+                            "!!str",
+                            "adloco",
+                            "autoloco",
+                            "schedule",
+                            "qsr",
+                            "adacomm",
+                            "ddp",
+                            "local_sgd",
+                            "fused",
+                            "int4",
+                            "e3m0",
+                            "streaming",
+                            "by_shard",
+                            "cuda",
+                            "bf16",
+                            "both"}) {
+    out << "\"" << value << "\"\n";
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: make_seeds FUZZ_DIR (tests/fuzz)\n");
+    return 2;
+  }
+  const fs::path root = fs::path(argv[1]) / "corpus";
+  for (const char* target : {"shard", "manifest", "checkpoint"})
+    fs::create_directories(root / target);
+  shards(root / "shard");
+  checkpoint(root / "checkpoint" / "minimal.h5", false);
+  const DatasetSums sums = checkpoint(root / "checkpoint" / "global.h5", true);
+  manifests(root / "manifest", sums);
+  config_dict(fs::path(argv[1]) / "config.dict");
+  return 0;
+}
