@@ -1,5 +1,6 @@
 // autoloco-train: the one training executable, launched by mpirun or srun with a YAML config.
-//   autoloco-train CONFIG.yaml [--set section.key=value ...] [--resume auto|PATH] [--print-config]
+//   autoloco-train CONFIG.yaml [--set section.key=value ...] [--resume auto|PATH]
+//                  [--allow-topology-change] [--print-config]
 //   autoloco-train --config-reference     (the Markdown reference of every key: docs/config.md)
 #include <mpi.h>
 
@@ -18,13 +19,16 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: autoloco-train CONFIG.yaml [--set section.key=value ...] [--resume auto|PATH]\n"
-    "                      [--print-config]\n"
+    "                      [--allow-topology-change] [--print-config]\n"
     "       autoloco-train --config-reference\n"
     "Trains a GPT with the given config; every key and its default: docs/config.md.\n"
     "  --set K=V          override one config key (repeatable), e.g. --set run.steps=200\n"
     "  --resume auto      continue from the newest valid checkpoint of the run directory, or\n"
     "                     start the run when it has none (what a requeued job should pass)\n"
     "  --resume PATH      continue from the checkpoint directory PATH (checkpoints/step_<N>)\n"
+    "  --allow-topology-change\n"
+    "                     with --resume: go on from a checkpoint of another number of dcs\n"
+    "                     (a job that lost nodes); dc d continues old dc d mod the old count\n"
     "  --print-config     print the effective config (after overrides) and exit\n"
     "  --config-reference print the Markdown reference of every config key and exit\n";
 
@@ -32,6 +36,7 @@ struct Args {
   std::string config_path;
   std::vector<std::string> overrides;
   std::string resume;
+  bool allow_topology_change = false;
   bool print_config = false;
   bool config_reference = false;
   bool help = false;
@@ -51,6 +56,8 @@ Args parse_args(int argc, char** argv) {
       a.resume = argv[++i];
     } else if (arg.rfind("--resume=", 0) == 0) {
       a.resume = arg.substr(9);
+    } else if (arg == "--allow-topology-change") {
+      a.allow_topology_change = true;
     } else if (arg == "--print-config") {
       a.print_config = true;
     } else if (arg == "--config-reference") {
@@ -65,6 +72,9 @@ Args parse_args(int argc, char** argv) {
       throw autoloco::ConfigError("more than one config file given ('" + a.config_path + "' and '" +
                                   arg + "')");
     }
+  }
+  if (a.allow_topology_change && a.resume.empty()) {
+    throw autoloco::ConfigError("--allow-topology-change applies to a resume: give --resume too");
   }
   if (!a.help && !a.config_reference && a.config_path.empty()) {
     throw autoloco::ConfigError("no config file given; see --help");
@@ -89,6 +99,7 @@ int run(int argc, char** argv, int rank) {
   }
   autoloco::TrainerOptions options;
   options.resume = args.resume;
+  options.allow_topology_change = args.allow_topology_change;
   autoloco::Trainer trainer(config, MPI_COMM_WORLD, options);
   const autoloco::TrainSummary summary = trainer.train();
   (void)summary;

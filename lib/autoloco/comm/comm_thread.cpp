@@ -1,5 +1,6 @@
 #include "autoloco/comm/comm_thread.hpp"
 
+#include "autoloco/comm/watchdog.hpp"
 #include "autoloco/util/error.hpp"
 
 namespace autoloco {
@@ -43,6 +44,7 @@ void CommThread::wait() {
 }
 
 void CommThread::loop() {
+  set_watch_thread_name("communication thread");
   while (true) {
     std::function<void()> job;
     {

@@ -7,6 +7,8 @@
 #include <cstdlib>
 
 #include "autoloco/comm/mpi_count.hpp"
+#include "autoloco/comm/watchdog.hpp"
+#include "autoloco/comm/world_ranks.hpp"
 #include "autoloco/util/error.hpp"
 #include "autoloco/util/mpi_check.hpp"
 
@@ -98,10 +100,13 @@ MpiCommunicator::~MpiCommunicator() {
 void MpiCommunicator::init_rank_size() {
   AUTOLOCO_MPI(MPI_Comm_rank(comm_, &rank_));
   AUTOLOCO_MPI(MPI_Comm_size(comm_, &size_));
+  members_ = "a collective among " + describe_world_ranks(world_ranks(comm_));
 }
 
 template <class Blocking, class NonBlocking>
 void MpiCommunicator::collective(Blocking blocking, NonBlocking non_blocking) {
+  const Watch watch("an MPI collective");
+  set_watch_detail(members_);
   if (!policy_.patient) {
     blocking();
     return;

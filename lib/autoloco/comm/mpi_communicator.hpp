@@ -40,6 +40,7 @@ class MpiCommunicator final : public Communicator {
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0;
   int size_ = 1;
+  std::string members_;  // "a collective among world ranks 2-3", for the watchdog
   WaitPolicy policy_;
 };
 

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <nccl.h>
 
+#include "autoloco/comm/watchdog.hpp"
 #include "autoloco/util/error.hpp"
 #include "autoloco/util/mpi_check.hpp"
 
@@ -63,7 +64,10 @@ NcclCommunicator::NcclCommunicator(MPI_Comm group, int device) : state_(std::mak
   ncclUniqueId id;
   if (rank_ == 0) AUTOLOCO_NCCL(ncclGetUniqueId(&id));
   AUTOLOCO_MPI(MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, group));
-  AUTOLOCO_NCCL(ncclCommInitRank(&state_->comm, size_, id, rank_));
+  {
+    const Watch watch("NCCL's set-up of the intra-dc communicator");
+    AUTOLOCO_NCCL(ncclCommInitRank(&state_->comm, size_, id, rank_));
+  }
 }
 
 NcclCommunicator::~NcclCommunicator() {
@@ -71,6 +75,8 @@ NcclCommunicator::~NcclCommunicator() {
 }
 
 void NcclCommunicator::synchronize() {
+  // A peer that never launches its part holds this stream's collectives forever.
+  const Watch watch("the intra-dc NCCL collectives");
   AUTOLOCO_CUDA(cudaStreamSynchronize(state_->stream()));
 }
 

@@ -1,9 +1,13 @@
 #include "autoloco/comm/ring_allreduce.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 
 #include "autoloco/comm/mpi_count.hpp"
 #include "autoloco/comm/packed_message.hpp"
+#include "autoloco/comm/watchdog.hpp"
+#include "autoloco/comm/world_ranks.hpp"
 #include "autoloco/util/mpi_check.hpp"
 
 namespace autoloco {
@@ -26,6 +30,16 @@ size_t wrap(long value, int size) {
 RingAllreduce::RingAllreduce(MPI_Comm comm) : comm_(comm) {
   AUTOLOCO_MPI(MPI_Comm_rank(comm_, &rank_));
   AUTOLOCO_MPI(MPI_Comm_size(comm_, &size_));
+  const std::vector<int> world = world_ranks(comm_);
+  left_world_ = world[wrap(rank_ - 1, size_)];
+  right_world_ = world[wrap(rank_ + 1, size_)];
+}
+
+void RingAllreduce::watch_step(const char* phase, int s) const {
+  set_watch_detail(
+      fmt::format("ring {} step {} of {}: receiving from world rank {}, sending to "
+                  "world rank {}",
+                  phase, s + 1, size_ - 1, left_world_, right_world_));
 }
 
 size_t RingAllreduce::message_bytes(size_t c, size_t count, DType wire, size_t k) const {
@@ -107,6 +121,7 @@ LinkTraffic RingAllreduce::run(float* payload, size_t count, DType wire, double*
     const size_t recv = wrap(rank_ - s - 1, size_);
     const Chunk in = chunk(recv, count);
     incoming_.resize(in.count);
+    watch_step("reduce-scatter", s);
     exchange(payload, count, wire, scalars, k, send, recv, incoming_.data());
     float* local = payload + in.begin;
     for (size_t i = 0; i < in.count; ++i)
@@ -126,6 +141,7 @@ LinkTraffic RingAllreduce::run(float* payload, size_t count, DType wire, double*
     const size_t send = wrap(rank_ + 1 - s, size_);
     const size_t recv = wrap(rank_ - s, size_);
     // Straight into place: the owner's value overwrites the partial sum here.
+    watch_step("all-gather", s);
     exchange(payload, count, wire, scalars, k, send, recv, payload + chunk(recv, count).begin);
     std::copy(incoming_scalars_.begin(), incoming_scalars_.end(), scalars);
   }

@@ -42,10 +42,14 @@ class RingAllreduce {
   // left one into `into` (and the scalars into incoming_scalars_ when it is chunk 0).
   void exchange(const float* payload, size_t count, DType wire, const double* scalars, size_t k,
                 size_t send, size_t recv, float* into);
+  // Tells the watchdog where the ring is: `phase` step s of the G - 1, and its neighbours.
+  void watch_step(const char* phase, int s) const;
 
   MPI_Comm comm_;
   int rank_ = 0;
   int size_ = 1;
+  int left_world_ = 0;  // the neighbours' world ranks, for the watchdog's message
+  int right_world_ = 0;
   WaitPolicy policy_;
   int64_t sent_ = 0;
   std::vector<std::byte> send_buffer_;

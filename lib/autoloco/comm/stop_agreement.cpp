@@ -1,5 +1,6 @@
 #include "autoloco/comm/stop_agreement.hpp"
 
+#include "autoloco/comm/watchdog.hpp"
 #include "autoloco/util/mpi_check.hpp"
 
 namespace autoloco {
@@ -19,6 +20,9 @@ StopAgreement::~StopAgreement() {
 unsigned StopAgreement::poll(unsigned local_flags) {
   unsigned agreed = 0;
   if (request_ != MPI_REQUEST_NULL) {
+    // Every rank takes part: one that never reaches its next step holds up all.
+    const Watch watch("the stop agreement");
+    set_watch_detail("the OR of every rank's flags, started a step before");
     AUTOLOCO_MPI(MPI_Wait(&request_, MPI_STATUS_IGNORE));
     agreed = recv_;
   }

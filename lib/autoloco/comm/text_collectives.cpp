@@ -6,11 +6,13 @@
 #include <numeric>
 
 #include "autoloco/comm/mpi_count.hpp"
+#include "autoloco/comm/watchdog.hpp"
 #include "autoloco/util/mpi_check.hpp"
 
 namespace autoloco {
 
 void broadcast_text(MPI_Comm comm, std::string& text, int root) {
+  const Watch watch("a broadcast of text (a path, a checkpoint's name)");
   int64_t size = static_cast<int64_t>(text.size());
   AUTOLOCO_MPI(MPI_Bcast(&size, 1, MPI_INT64_T, root, comm));
   text.resize(static_cast<size_t>(size));
@@ -21,6 +23,7 @@ void broadcast_text(MPI_Comm comm, std::string& text, int root) {
 }
 
 std::vector<std::string> gather_text(MPI_Comm comm, const std::string& text, int root) {
+  const Watch watch("a gather of text (the checkpoint files' sums)");
   int rank = 0, size = 1;
   AUTOLOCO_MPI(MPI_Comm_rank(comm, &rank));
   AUTOLOCO_MPI(MPI_Comm_size(comm, &size));
@@ -44,6 +47,8 @@ std::vector<std::string> gather_text(MPI_Comm comm, const std::string& text, int
 }
 
 bool all_succeeded(MPI_Comm comm, bool ok, std::string& message) {
+  // After each rank's own part of a checkpoint or a resume: the slowest writer sets the pace.
+  const Watch watch("the agreement that every rank succeeded (checkpoint, resume)");
   int rank = 0;
   AUTOLOCO_MPI(MPI_Comm_rank(comm, &rank));
   int mine = ok ? INT_MAX : rank;

@@ -300,6 +300,20 @@ struct WanConfig {
   }
 };
 
+struct CommConfig {
+  double timeout_s = 300.0;
+
+  template <class Self, class V>
+  static void visit(Self& s, V& v) {
+    v("timeout_s", s.timeout_s,
+      "the watchdog: a rank that waits this many seconds in one collective (intra-dc, inter-dc, "
+      "the stop agreement, the communication thread's sync) prints what it waits for and ends "
+      "the job with exit code 124, its last complete checkpoint intact (docs/faults.md); must "
+      "exceed the longest checkpoint write and, with wan.mode sleep or real, the link time of "
+      "one sync (checked at the start); 0: no watchdog");
+  }
+};
+
 struct CkptConfig {
   int64_t every_steps = 0;
   double every_minutes = 30.0;
@@ -330,6 +344,7 @@ struct Config {
   IntervalConfig interval;
   BatchConfig batch;
   WanConfig wan;
+  CommConfig comm;
   CkptConfig ckpt;
 
   // Calls v.section(name, doc, section_struct) for each section, in file order.
@@ -344,6 +359,7 @@ struct Config {
     v.section("interval", "the number of inner steps per round", s.interval);
     v.section("batch", "the batch of each dc, fixed or adaptive (AdLoCo)", s.batch);
     v.section("wan", "the simulated inter-dc link", s.wan);
+    v.section("comm", "collectives: the watchdog that ends a hung job", s.comm);
     v.section("ckpt", "checkpoints (docs/checkpoints.md) and when they are written", s.ckpt);
   }
 };

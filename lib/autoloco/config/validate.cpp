@@ -341,6 +341,7 @@ void validate(const Config& c) {
   validate_overlap(c);
   validate_target_utilisation(c);
   validate_wan(c.wan);
+  require_non_negative(c.comm.timeout_s, "comm.timeout_s");
   validate_ckpt(c.ckpt);
 }
 

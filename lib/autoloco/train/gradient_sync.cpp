@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "autoloco/comm/watchdog.hpp"
+
 namespace autoloco {
 namespace {
 
@@ -21,6 +23,8 @@ GradientSync::GradientSync(Communicator& intra, HierarchicalAllreduce* across_dc
 
 void GradientSync::run(FlatParams& params, int64_t step) {
   torch::NoGradGuard no_grad;
+  const Watch watch(across_ != nullptr ? "the gradient all-reduce (intra-dc, then inter-dc)"
+                                       : "the intra-dc gradient all-reduce");
   torch::Tensor& grads = params.grads();
   allreduce_intra(grads);
   if (across_ != nullptr) {

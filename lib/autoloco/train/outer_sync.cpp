@@ -11,7 +11,10 @@
 #include <thread>
 #include <vector>
 
+#include "autoloco/comm/watchdog.hpp"
 #include "autoloco/util/error.hpp"
+#include "autoloco/util/fault_injection.hpp"
+#include "autoloco/util/log.hpp"
 
 namespace autoloco {
 namespace {
@@ -135,10 +138,30 @@ StagedRound OuterSync::stage(FlatParams& params, const RoundInput& in, bool asyn
   return r;
 }
 
+std::vector<double> OuterSync::remap_scalars(const std::vector<double>& scalars,
+                                             const TopologyChange& change) {
+  if (!change.changed() || scalars.size() != message_scalars(change.from_dcs)) return scalars;
+  std::vector<double> out(scalars.begin(), scalars.begin() + kNumScalars);
+  for (int block = 0; block < 2; ++block) {
+    const size_t first = kNumScalars + static_cast<size_t>(block * change.from_dcs);
+    for (int d = 0; d < change.to_dcs; ++d)
+      out.push_back(scalars[first + static_cast<size_t>(change.source_dc(d))]);
+  }
+  return out;
+}
+
 void OuterSync::reduce(StagedRound& r) {
   torch::NoGradGuard no_grad;
-  await_staging();
   const RoundInput& in = r.in;
+  set_watch_position(in.round, in.step);
+  // A test's late dc (fault_injection.hpp): its peers wait, watched, while it sleeps unwatched.
+  if (const double late = FaultPlan::from_env().late_seconds(in.dc, in.round); late > 0) {
+    log::warn("AUTOLOCO_FAULT: starting the inter-dc all-reduce of round {} {:g} s late", in.round,
+              late);
+    std::this_thread::sleep_for(std::chrono::duration<double>(late));
+  }
+  const Watch watch("the inter-dc all-reduce");
+  await_staging();
   const double delta_norm = staging_.norm().item<double>();
   if (!std::isfinite(delta_norm)) {
     throw TrainingError(fmt::format(

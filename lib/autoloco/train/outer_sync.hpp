@@ -14,6 +14,7 @@
 #include "autoloco/optim/fragment_plan.hpp"
 #include "autoloco/optim/outer_optimizer.hpp"
 #include "autoloco/optim/round_stats.hpp"
+#include "autoloco/train/topology_change.hpp"
 
 namespace autoloco {
 
@@ -64,6 +65,10 @@ class OuterSync {
   // fills, so that the sum tells every rank every dc's batch.
   static constexpr size_t kRoundScalars = 7;
   static size_t message_scalars(int dcs) { return kRoundScalars + 2 * static_cast<size_t>(dcs); }
+  // A message's scalars of `change.from_dcs` dcs laid out for `change.to_dcs`: a sync in flight
+  // across a topology change, whose per-dc slots follow each dc's source.
+  static std::vector<double> remap_scalars(const std::vector<double>& scalars,
+                                           const TopologyChange& change);
 
   // Fragment `fragment` of `plan` (the whole model when the plan is whole): its anchor starts as
   // `params`' current values there; the outer state lives on `state_device`; H0 (interval.H)

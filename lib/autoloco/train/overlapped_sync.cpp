@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <exception>
 
+#include "autoloco/comm/watchdog.hpp"
 #include "autoloco/metrics/progress.hpp"
 #include "autoloco/util/error.hpp"
 #include "autoloco/util/log.hpp"
@@ -62,7 +63,10 @@ std::string OverlappedSync::describe() const {
 void OverlappedSync::await() {
   if (state_ != State::running) return;
   Timer waited;
-  thread_->wait();
+  {
+    const Watch watch("the wait for the inter-dc all-reduce on the communication thread");
+    thread_->wait();
+  }
   const double w = waited.seconds();
   clock_.wait_s += w;
   // On a real link what no compute covered is what the main thread waited.

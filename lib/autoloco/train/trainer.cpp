@@ -13,6 +13,7 @@
 #include "autoloco/train/precision.hpp"
 #include "autoloco/util/blas_threads.hpp"
 #include "autoloco/util/error.hpp"
+#include "autoloco/util/fault_injection.hpp"
 #include "autoloco/util/log.hpp"
 #include "autoloco/util/mpi_threads.hpp"
 #include "autoloco/util/signals.hpp"
@@ -44,6 +45,7 @@ torch::Device pick_device(const RunConfig& run, int local_rank) {
 Trainer::Trainer(const Config& config, MPI_Comm world, TrainerOptions options)
     : config_(config),
       options_(options),
+      watchdog_(config.comm.timeout_s, abort_job(world)),
       world_(world),
       topo_(Topology::from_world(world, static_cast<int>(config.topology.ranks_per_dc))),
       device_(pick_device(config.run, host_ranks(world).local_rank)),
@@ -51,7 +53,9 @@ Trainer::Trainer(const Config& config, MPI_Comm world, TrainerOptions options)
       intra_mpi_(std::make_unique<MpiCommunicator>(world, topo_.dc, topo_.member)),
       inter_mpi_(std::make_unique<MpiCommunicator>(world, topo_.member, topo_.dc)),
       stop_(world) {
+  set_watch_thread_name("main thread");
   validate_world(config_, topo_.world_size);
+  FaultPlan::from_env();  // a malformed plan fails here, before any work
   if (config_.outer.overlap_steps > 0) require_mpi_thread_multiple("outer.overlap_steps");
   set_threads();
   placement_ = gather_placement(topo_, world_, torch::get_num_threads());
@@ -93,6 +97,7 @@ Trainer::Trainer(const Config& config, MPI_Comm world, TrainerOptions options)
   initial_dc_batch_ = initial_batch_ * static_cast<int64_t>(instances_.size());
   dc_batches_.assign(static_cast<size_t>(topo_.num_dcs), initial_dc_batch_);
   initial_tokens_per_step_ = tokens_per_step();
+  check_timeout_covers_sync();
 
   log_start();
   const std::optional<Resumed> resumed = resume(options_.resume);
@@ -188,8 +193,14 @@ StepResult Trainer::train_step() {
       return torch::cat(parts);
     }));
   }
-  // One read for the whole step: each read stalls a GPU's queue until the step's work is done.
-  const torch::Tensor read = torch::cat(unread).to(torch::kCPU);
+  // One read for the whole step: each read stalls a GPU's queue until the step's work is done,
+  // NCCL's gradient all-reduce among it.
+  const torch::Tensor read = [&] {
+    const Watch watch(device_.is_cuda() ? "the step's device work (with the intra-dc NCCL "
+                                          "all-reduce)"
+                                        : "the step's read of its losses");
+    return torch::cat(unread).to(torch::kCPU);
+  }();
   const double* values = read.data_ptr<double>();
   std::vector<const double*> per_instance;
   for (size_t i = 0, offset = 0; i < instances_.size(); offset += unread[i].numel(), ++i) {
@@ -268,11 +279,13 @@ double Trainer::evaluate() {
   }
   model->train();
   if (own.defined()) params().values().copy_(own);
+  const Watch watch("the evaluation's all-reduce");
   world_comm_->allreduce_sum(sums, 2);
   return sums[0] / sums[1];
 }
 
 double Trainer::world_mean(double value) {
+  const Watch watch("the all-reduce of the logged loss");
   world_comm_->allreduce_sum(&value, 1);
   return value / topo_.world_size;
 }
@@ -305,6 +318,8 @@ TrainSummary Trainer::train() {
   while (!finished()) {
     // Every rank learns of a signal or a due checkpoint at the same step, one step after the
     // first rank raised it.
+    set_watch_position(outer_method() ? rounds_ + 1 : -1, step_ + 1);
+    FaultPlan::from_env().at_step(step_ + 1, topo_.world_rank);
     const unsigned agreed = stop_.poll(checkpoint_flags());
     if (agreed & StopAgreement::kStop) {
       s.stopped_by_signal = true;

@@ -21,6 +21,7 @@
 #include "autoloco/comm/stop_agreement.hpp"
 #include "autoloco/comm/topology.hpp"
 #include "autoloco/comm/wan_link.hpp"
+#include "autoloco/comm/watchdog.hpp"
 #include "autoloco/config/config.hpp"
 #include "autoloco/data/stream.hpp"
 #include "autoloco/metrics/run_directory.hpp"
@@ -38,6 +39,7 @@
 #include "autoloco/train/outer_sync.hpp"
 #include "autoloco/train/sync_periods.hpp"
 #include "autoloco/train/sync_pipeline.hpp"
+#include "autoloco/train/topology_change.hpp"
 #include "autoloco/util/timer.hpp"
 
 namespace autoloco {
@@ -53,6 +55,9 @@ struct TrainerOptions {
   std::string resume;
   // For tests: behave as if a stop signal had been agreed on when step() reaches this (-1: no).
   int64_t stop_at_step = -1;
+  // --allow-topology-change: a checkpoint of another number of dcs may be resumed
+  // (topology_change.hpp); without it such a resume is refused.
+  bool allow_topology_change = false;
 };
 
 struct StepResult {
@@ -136,7 +141,11 @@ class Trainer {
   int64_t tokens() const { return tokens_; }  // done so far, all ranks
   // Progress in inner steps at the initial batch: the clock of the lr schedule and of every
   // step-keyed schedule; the run ends when it reaches run.steps. Equals step() for a fixed batch.
-  int64_t progress_step() const { return tokens_ / initial_tokens_per_step_; }
+  // Since a topology change (which changes the tokens of a step) the clock counts on from where
+  // it was.
+  int64_t progress_step() const {
+    return progress_base_step_ + (tokens_ - progress_base_tokens_) / initial_tokens_per_step_;
+  }
   bool finished() const { return progress_step() >= config_.run.steps; }
   // Sequences per rank of each dc's current round (batch.controller, all instances together),
   // and the plan of this rank's instance 0.
@@ -183,6 +192,12 @@ class Trainer {
   std::vector<std::string> resume_candidates(const std::string& request);
   Resumed load_checkpoint(const std::string& path);
   void check_resumable(const std::string& path);
+  // The checkpoint's progress_step() (check_resumable has set topology_change_).
+  int64_t saved_progress(const H5Reader& g) const;
+  // What only this rank's own file holds: data cursors, gradient-noise sums, RNG, the loss
+  // accumulated since the last log, the error-feedback residual. A dc new after a topology
+  // change starts these afresh.
+  void load_rank_own_state(const H5Reader& k, const std::string& file);
   ManifestFile write_global_file(const std::string& dir, const std::string& reason);
   ManifestFile write_dc_file(const std::string& dir);
   ManifestFile write_rank_file(const std::string& dir);
@@ -227,9 +242,12 @@ class Trainer {
   void log_eval(double eval_loss);
   void write_summary(const TrainSummary& s);
   std::vector<JsonObject> placement_json() const;
+  // Refuses a comm.timeout_s shorter than one sync's modelled link time.
+  void check_timeout_covers_sync() const;
 
   Config config_;
   TrainerOptions options_;
+  WatchdogRun watchdog_;  // before the first collective
   MPI_Comm world_;
   Topology topo_;
   std::vector<DcPlacement> placement_;  // every dc's hosts and threads
@@ -277,6 +295,9 @@ class Trainer {
   bool timed_checkpoint_asked_ = false;
   int64_t last_checkpoint_step_ = -1;
   std::string resumed_from_;
+  TopologyChange topology_change_;                 // of the resume (from_dcs == to_dcs: none)
+  int64_t progress_base_step_ = 0;                 // progress_step() at the last topology change
+  int64_t progress_base_tokens_ = 0;               // tokens_ then
   std::vector<std::string> rejected_checkpoints_;  // damaged ones a resume passed over (rank 0)
 };
 

@@ -22,7 +22,9 @@
 #include "autoloco/optim/adamw.hpp"
 #include "autoloco/train/trainer.hpp"
 #include "autoloco/util/error.hpp"
+#include "autoloco/util/fault_injection.hpp"
 #include "autoloco/util/log.hpp"
+#include "autoloco/util/mpi_check.hpp"
 #include "autoloco/util/signals.hpp"
 
 namespace autoloco {
@@ -140,7 +142,8 @@ void write_sync_rank(H5Writer& w, SyncPipeline& sync) {
   w.write("sync/pending_wall_s", p->round.wall_s);
 }
 
-void read_sync(const H5Reader& g, const H5Reader& k, SyncPipeline& sync, const WanCounters& wan) {
+void read_sync(const H5Reader& g, const H5Reader& k, SyncPipeline& sync, const WanCounters& wan,
+               const TopologyChange& change) {
   // Checkpoints from before the overlap: every second of the link was exposed and waited for.
   sync.restore_clock(k.has("sync/wait_s") ? SyncClock{k.read_double("sync/wait_s"),
                                                       k.read_double("sync/exposed_link_s")}
@@ -166,7 +169,7 @@ void read_sync(const H5Reader& g, const H5Reader& k, SyncPipeline& sync, const W
   p.round.in.step = round[1];
   p.round.in.H = round[2];
   p.round.dc_bytes = round[3];
-  p.round.scalars = g.read_f64("sync/pending_scalars");
+  p.round.scalars = OuterSync::remap_scalars(g.read_f64("sync/pending_scalars"), change);
   p.round.link_s = g.read_double("sync/pending_link_s");
   p.round.wall_s = k.has("sync/pending_wall_s") ? k.read_double("sync/pending_wall_s") : 0.0;
   read_tensor(g, "sync/pending_sum", sync.outer().at(p.round.in.fragment).staging());
@@ -218,6 +221,8 @@ ManifestFile Trainer::write_global_file(const std::string& dir, const std::strin
   w.write("counters/peak_sync_dc_bytes", peak_sync_dc_bytes_);
   if (periods_.size() > 1) write_fragment_schedule(w);
   w.write("counters/tokens", tokens_);
+  w.write("counters/progress_base_step", progress_base_step_);
+  w.write("counters/progress_base_tokens", progress_base_tokens_);
   w.write("counters/tokens_at_log", loop_.tokens_at_log);
   w.write("batch/controller", instances_[0].batch->name());
   w.write("batch/dc_batches", dc_batches_);
@@ -343,6 +348,12 @@ std::string Trainer::save_checkpoint(const std::string& reason) {
     std::vector<ManifestFile> files;
     if (topo_.world_rank == 0) files.push_back(write_global_file(tmp, reason));
     if (topo_.member == 0) files.push_back(write_dc_file(tmp));
+    if (FaultPlan::from_env().fails_checkpoint(step_, topo_.world_rank)) {
+      throw CheckpointError(
+          fmt::format("'{}/{}': write failed: no space left on device (injected "
+                      "by AUTOLOCO_FAULT)",
+                      tmp, rank_file(topo_.world_rank)));
+    }
     files.push_back(write_rank_file(tmp));
     for (const ManifestFile& f : files)
       mine += f.to_json() + "\n";
@@ -446,13 +457,23 @@ void Trainer::check_resumable(const std::string& path) {
   }
   const int64_t world = g.read_int("topology/world_size");
   const int64_t per_dc = g.read_int("topology/ranks_per_dc");
-  if (world != topo_.world_size || per_dc != topo_.ranks_per_dc) {
+  if (per_dc != topo_.ranks_per_dc || world <= 0 || world % per_dc != 0) {
     throw ResumeMismatch(fmt::format(
         "cannot resume from '{}': it was written by {} ranks = {} dc x {} members, this job has "
-        "{} ranks = {} dc x {} members. Launch the same number of ranks with the same "
-        "topology.ranks_per_dc",
+        "{} ranks = {} dc x {} members. Launch it with topology.ranks_per_dc = {} (the number "
+        "of dcs may change with --allow-topology-change)",
         path, world, world / std::max<int64_t>(per_dc, 1), per_dc, topo_.world_size, topo_.num_dcs,
-        topo_.ranks_per_dc));
+        topo_.ranks_per_dc, per_dc));
+  }
+  topology_change_ = TopologyChange{static_cast<int>(world / per_dc), topo_.num_dcs};
+  if (topology_change_.changed() && !options_.allow_topology_change) {
+    throw ResumeMismatch(fmt::format(
+        "cannot resume from '{}' without --allow-topology-change: it was written by {} dcs x {} "
+        "members, this job has {} dcs x {}. With the flag the run would go on as {} (replicas, "
+        "AdamW and batch state; the anchor, outer optimizer, controllers and counters carry "
+        "over). Pass it, or launch {} ranks",
+        path, topology_change_.from_dcs, per_dc, topo_.num_dcs, topo_.ranks_per_dc,
+        topology_change_.describe(), world));
   }
   const std::string diff =
       first_difference(g.read_string("model/parameters"), param_table(params()));
@@ -462,10 +483,7 @@ void Trainer::check_resumable(const std::string& path) {
         "written with",
         path, diff));
   }
-  const int64_t step = g.read_int("counters/step");
-  // run.steps counts steps at the initial batch: an adaptive batch has made fewer, larger ones.
-  const int64_t progress =
-      g.has("counters/tokens") ? g.read_int("counters/tokens") / initial_tokens_per_step_ : step;
+  const int64_t progress = saved_progress(g);
   if (config_.run.steps < progress) {
     throw ResumeMismatch(fmt::format(
         "cannot resume from '{}': it is at step {} and run.steps is {}; give run.steps of at "
@@ -480,6 +498,20 @@ void Trainer::check_resumable(const std::string& path) {
                 c.key == "run.steps" ? "; the lr schedule follows the new total" : "");
     }
   }
+}
+
+int64_t Trainer::saved_progress(const H5Reader& g) const {
+  // run.steps counts steps at the initial batch: an adaptive batch has made fewer, larger ones.
+  if (!g.has("counters/tokens")) return g.read_int("counters/step");
+  // A step of the checkpoint's dcs (a topology change scales it).
+  const int64_t per_step =
+      initial_tokens_per_step_ / topology_change_.to_dcs * topology_change_.from_dcs;
+  const int64_t base_step =
+      g.has("counters/progress_base_step") ? g.read_int("counters/progress_base_step") : int64_t{0};
+  const int64_t base_tokens = g.has("counters/progress_base_tokens")
+                                  ? g.read_int("counters/progress_base_tokens")
+                                  : int64_t{0};
+  return base_step + (g.read_int("counters/tokens") - base_tokens) / per_step;
 }
 
 // With fragments, the schedule and each fragment's period (the global file; the per-rank parts
@@ -552,11 +584,21 @@ Trainer::Resumed Trainer::load_checkpoint(const std::string& path) {
     }
     // Checkpoints from before adaptive batches (same format) ran a fixed batch.
     tokens_ = g.has("counters/tokens") ? g.read_int("counters/tokens") : step_ * tokens_per_step();
+    const int64_t progress = saved_progress(g);
+    if (topology_change_.changed()) {
+      // A step has another number of tokens now: the progress clock counts on from here.
+      progress_base_step_ = progress;
+      progress_base_tokens_ = tokens_;
+    } else if (g.has("counters/progress_base_step")) {
+      progress_base_step_ = g.read_int("counters/progress_base_step");
+      progress_base_tokens_ = g.read_int("counters/progress_base_tokens");
+    }
     loop_.tokens_at_log =
         g.has("counters/tokens_at_log") ? g.read_int("counters/tokens_at_log") : tokens_;
-    if (g.has("batch/dc_batches")) dc_batches_ = g.read_i64("batch/dc_batches");
+    if (g.has("batch/dc_batches"))
+      dc_batches_ = topology_change_.remap(g.read_i64("batch/dc_batches"));
     if (g.has("batch/last_round_batches")) {
-      last_round_batches_ = g.read_i64("batch/last_round_batches");
+      last_round_batches_ = topology_change_.remap(g.read_i64("batch/last_round_batches"));
     }
     loop_.eval_due = g.read_int("loop/eval_due") != 0;
     loop_.final_train_loss = g.read_double("loop/final_train_loss");
@@ -581,7 +623,7 @@ Trainer::Resumed Trainer::load_checkpoint(const std::string& path) {
     }
   }
   {
-    const std::string name = dc_file(topo_.dc);
+    const std::string name = dc_file(topology_change_.source_dc(topo_.dc));
     const H5Reader d(path + "/" + name, &manifest_entry(m, path, name).datasets);
     keep_instances(
         d.has("instances/active") ? d.read_i64("instances/active") : std::vector<int64_t>{0},
@@ -602,30 +644,14 @@ Trainer::Resumed Trainer::load_checkpoint(const std::string& path) {
     }
   }
   {
-    const std::string name = rank_file(topo_.world_rank);
+    // ranks_per_dc stays, so a dc that existed keeps its ranks' files; a new one reads its
+    // source dc's for what is the same on every rank (clocks, counters).
+    const bool fresh = topology_change_.fresh(topo_.dc);
+    const int source_rank =
+        topology_change_.source_dc(topo_.dc) * topo_.ranks_per_dc + topo_.member;
+    const std::string name = rank_file(source_rank);
     const H5Reader k(path + "/" + name, &manifest_entry(m, path, name).datasets);
-    for (ModelInstance& inst : instances_) {
-      const std::string at = instance_prefix(inst.id);
-      inst.stream->set_cursor(StreamCursor{static_cast<uint64_t>(k.read_int(at + "data/cursor"))});
-      if (k.has(at + "round/noise_sums")) {
-        inst.round_noise = noise_sums(k.read_f64(at + "round/noise_sums"), path + "/" + name);
-      }
-    }
-    {
-      const std::vector<uint8_t> bytes = k.read_u8("rng/cpu");
-      torch::Tensor state = torch::empty({static_cast<int64_t>(bytes.size())}, torch::kUInt8);
-      std::copy(bytes.begin(), bytes.end(), state.data_ptr<uint8_t>());
-      at::Generator gen = at::detail::getDefaultCPUGenerator();
-      std::lock_guard<std::mutex> lock(gen.mutex());
-      gen.set_state(state);
-    }
-    loop_.loss_sum = k.read_double("loop/loss_sum");
-    loop_.loss_count = k.read_int("loop/loss_count");
-    // A checkpoint written without error feedback has no residual: it starts from zero.
-    if (sync_ && config_.outer.error_feedback && k.has("residual/0")) {
-      for (size_t p = 0; p < sync_->outer().size(); ++p)
-        read_tensor(k, fmt::format("residual/{}", p), sync_->outer().at(p).residual());
-    }
+    if (!fresh) load_rank_own_state(k, path + "/" + name);
     if (!periods_.empty()) {
       periods_[0].loss_sum = k.read_double("round/loss_sum");
       periods_[0].start_compute_s = k.read_double("round/start_compute_s");
@@ -646,7 +672,7 @@ Trainer::Resumed Trainer::load_checkpoint(const std::string& path) {
         k.read_int("wan/messages"), k.read_double("wan/link_s"), k.read_double("wan/wall_s")});
     if (sync_) {
       const H5Reader g(path + "/" + kGlobalFile, &manifest_entry(m, path, kGlobalFile).datasets);
-      read_sync(g, k, *sync_, wan_->counters());
+      read_sync(g, k, *sync_, wan_->counters(), topology_change_);
       // Everything the link carried landed, but a pending sync's bytes.
       const std::optional<PendingSync> pending = sync_->settle();
       landed_dc_bytes_ = wan_->dc_bytes() - (pending ? pending->round.dc_bytes : 0);
@@ -655,12 +681,37 @@ Trainer::Resumed Trainer::load_checkpoint(const std::string& path) {
   return r;
 }
 
+void Trainer::load_rank_own_state(const H5Reader& k, const std::string& file) {
+  for (ModelInstance& inst : instances_) {
+    const std::string at = instance_prefix(inst.id);
+    inst.stream->set_cursor(StreamCursor{static_cast<uint64_t>(k.read_int(at + "data/cursor"))});
+    if (k.has(at + "round/noise_sums")) {
+      inst.round_noise = noise_sums(k.read_f64(at + "round/noise_sums"), file);
+    }
+  }
+  {
+    const std::vector<uint8_t> bytes = k.read_u8("rng/cpu");
+    torch::Tensor state = torch::empty({static_cast<int64_t>(bytes.size())}, torch::kUInt8);
+    std::copy(bytes.begin(), bytes.end(), state.data_ptr<uint8_t>());
+    at::Generator gen = at::detail::getDefaultCPUGenerator();
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    gen.set_state(state);
+  }
+  loop_.loss_sum = k.read_double("loop/loss_sum");
+  loop_.loss_count = k.read_int("loop/loss_count");
+  // A checkpoint written without error feedback has no residual: it starts from zero.
+  if (sync_ && config_.outer.error_feedback && k.has("residual/0")) {
+    for (size_t p = 0; p < sync_->outer().size(); ++p)
+      read_tensor(k, fmt::format("residual/{}", p), sync_->outer().at(p).residual());
+  }
+}
+
 std::optional<Trainer::Resumed> Trainer::resume(const std::string& request) {
   if (request.empty()) return std::nullopt;
   const MPI_Comm world = world_comm_->handle();
   const std::vector<std::string> candidates = resume_candidates(request);
   int64_t damaged = static_cast<int64_t>(rejected_checkpoints_.size());
-  MPI_Bcast(&damaged, 1, MPI_INT64_T, 0, world);
+  AUTOLOCO_MPI(MPI_Bcast(&damaged, 1, MPI_INT64_T, 0, world));
   if (candidates.empty() && damaged > 0) {
     throw CheckpointError(fmt::format(
         "--resume auto: every checkpoint in '{}' is incomplete or damaged (see the warnings "
@@ -697,6 +748,16 @@ std::optional<Trainer::Resumed> Trainer::resume(const std::string& request) {
       if (topo_.world_rank == 0) {
         log::info("resumed from {} at step {}, round {}, next round of {} steps", path, step_,
                   rounds_, H_);
+        if (topology_change_.changed()) {
+          log::info("resume: topology changed, {} (topology.ranks_per_dc {} stays)",
+                    topology_change_.describe(), topo_.ranks_per_dc);
+          if (config_.data.partition == "by_shard") {
+            log::info(
+                "resume: data.partition by_shard deals the shards over {} dcs now: each dc "
+                "goes on at its sample count in its new stream",
+                topo_.num_dcs);
+          }
+        }
         for (const std::string& bad : rejected) {
           log::warn("set aside {} as {}", bad, set_aside_checkpoint(bad, "rejected"));
         }

@@ -11,6 +11,8 @@
 #include "autoloco/optim/adamw.hpp"
 #include "autoloco/train/trainer.hpp"
 #include "autoloco/util/blas_threads.hpp"
+#include "autoloco/util/error.hpp"
+#include "autoloco/util/fault_injection.hpp"
 #include "autoloco/util/log.hpp"
 
 namespace autoloco {
@@ -99,6 +101,15 @@ void Trainer::log_start() const {
           "is reported beside it (model_link_s); interval controllers plan with the model's");
     }
   }
+  log::info("{}", config_.comm.timeout_s > 0
+                      ? fmt::format("watchdog: a collective that waits {:g} s ends the job "
+                                    "(comm.timeout_s)",
+                                    config_.comm.timeout_s)
+                      : std::string("watchdog: off (comm.timeout_s 0): a lost rank hangs the job"));
+  const FaultPlan& faults = FaultPlan::from_env();
+  if (!faults.empty() && topo_.world_rank == 0) {
+    log::warn("AUTOLOCO_FAULT={}: faults are injected (test-only, docs/faults.md)", faults.text());
+  }
 }
 
 std::vector<JsonObject> Trainer::placement_json() const {
@@ -136,6 +147,29 @@ std::string Trainer::describe_fragment_syncs() const {
                      sync_->outer().size(),
                      format_si(static_cast<double>(sync_message_bytes(largest))),
                      sync_seconds(largest));
+}
+
+void Trainer::check_timeout_covers_sync() const {
+  const double timeout = config_.comm.timeout_s;
+  // In account mode the link time is only counted: nobody waits for it.
+  if (timeout <= 0 || topo_.num_dcs < 2 || config_.wan.mode == "account") return;
+  // One sync at a time crosses the link: the whole model, or the largest fragment.
+  int64_t numel = instances_[0].params->numel();
+  if (sync_ && sync_->outer().size() > 1) {
+    numel = 0;
+    for (size_t p = 0; p < sync_->outer().size(); ++p)
+      numel = std::max(numel, sync_->outer().plan()[p].numel);
+  }
+  const double link_s = sync_seconds(numel);
+  if (timeout >= link_s) return;
+  throw ConfigError(fmt::format(
+      "config key comm.timeout_s = {:g} s is shorter than the {:.1f} s that one sync of {}B per "
+      "dc takes on the modelled link (wan.bandwidth_gbps = {:g}, wan.latency_ms = {:g}, "
+      "outer.wire_dtype = {}, {} dcs): every sync would end the job. Give comm.timeout_s of at "
+      "least {:.0f} (--set comm.timeout_s=N), or 0 for no watchdog",
+      timeout, link_s, format_si(static_cast<double>(sync_message_bytes(numel))),
+      config_.wan.bandwidth_gbps, config_.wan.latency_ms, config_.outer.wire_dtype, topo_.num_dcs,
+      std::ceil(2 * link_s)));
 }
 
 void Trainer::log_step(const StepResult& r, double interval_loss, double interval_s) {
@@ -237,7 +271,7 @@ void Trainer::write_summary(const TrainSummary& s) {
   }
   if (!run_dir_) return;
   const auto& wan = config_.wan;
-  run_dir_->write_summary(
+  JsonObject summary =
       JsonObject()
           .add("steps", s.steps)
           .add("tokens", s.tokens)
@@ -277,7 +311,10 @@ void Trainer::write_summary(const TrainSummary& s) {
                           .add("mode", wan.mode))
           .add("parameters", parameter_count(model()))
           .add("flops_per_token", flops_per_token(config_.model))
-          .add("tokens_per_s", static_cast<double>(s.tokens) / s.wall_s));
+          .add("tokens_per_s", static_cast<double>(s.tokens) / s.wall_s);
+  // The resume of this segment continued a checkpoint of another number of dcs.
+  if (topology_change_.changed()) summary.add("topology_change", topology_change_.json());
+  run_dir_->write_summary(summary);
   log::info("results: {}/summary.json, {}/metrics.jsonl", run_dir_->path(), run_dir_->path());
 }
 

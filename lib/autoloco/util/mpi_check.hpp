@@ -1,9 +1,12 @@
-// MPI call checking: a failing MPI call becomes a CommError naming the call and its site.
+// MPI call checking: a failing MPI call becomes a CommError naming the call and its site, and
+// every call is watched (comm/watchdog.hpp), so that a call that never returns ends the job.
 #pragma once
 
 #include <mpi.h>
 
 #include <string>
+
+#include "autoloco/comm/watchdog.hpp"
 
 namespace autoloco {
 
@@ -11,6 +14,10 @@ namespace autoloco {
 void check_mpi(int code, const char* what, const char* file, int line);
 
 // Wraps an MPI call: AUTOLOCO_MPI(MPI_Barrier(comm));
-#define AUTOLOCO_MPI(call) ::autoloco::check_mpi((call), #call, __FILE__, __LINE__)
+#define AUTOLOCO_MPI(call)                                    \
+  do {                                                        \
+    const ::autoloco::Watch autoloco_mpi_watch_(#call);       \
+    ::autoloco::check_mpi((call), #call, __FILE__, __LINE__); \
+  } while (false)
 
 }  // namespace autoloco
