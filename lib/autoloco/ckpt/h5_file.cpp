@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <future>
+#include <iterator>
 #include <numeric>
 #include <type_traits>
 
@@ -51,6 +52,30 @@ void fsync_path(const std::string& path) {
     throw CheckpointError(fmt::format("cannot flush '{}' to the disk: check space", path));
   }
   ::close(fd);
+}
+
+// Checkpoints are written in the 1.10 format (superblock version 3), whose metadata carries
+// checksums, so a damaged header fails its checksum. HDF5's earliest formats (superblock 0 and 1)
+// have none, and libhdf5 1.10 crashes on some damaged ones (tests/fuzz): refuse them before
+// libhdf5 parses anything.
+void check_superblock(const std::string& path) {
+  static constexpr unsigned char kSignature[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};
+  unsigned char head[9] = {};
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  const ssize_t n = fd < 0 ? -1 : ::pread(fd, head, sizeof(head), 0);
+  if (fd >= 0) ::close(fd);
+  if (n != static_cast<ssize_t>(sizeof(head)) ||
+      !std::equal(std::begin(kSignature), std::end(kSignature), head)) {
+    throw CheckpointError(fmt::format(
+        "cannot open checkpoint file '{}': missing, truncated or not an HDF5 file", path));
+  }
+  if (head[8] < 2) {
+    throw CheckpointError(fmt::format(
+        "checkpoint file '{}' is in HDF5's earliest file format (superblock version {}), which "
+        "autoloco never writes and whose headers carry no checksums: another tool wrote or "
+        "rewrote it; restore the file autoloco wrote or use another checkpoint",
+        path, static_cast<int>(head[8])));
+  }
 }
 
 // Closes an HDF5 handle when it goes out of scope.
@@ -162,6 +187,7 @@ DatasetSums H5Writer::close() {
 H5Reader::H5Reader(const std::string& path, const DatasetSums* expected)
     : path_(path), expected_(expected) {
   silence_hdf5();
+  check_superblock(path);
   const Handle fapl{file_access(), H5Pclose};
   // Reading accepts any format a newer HDF5 may write; only writing is pinned.
   H5Pset_libver_bounds(fapl.id, H5F_LIBVER_EARLIEST, H5F_LIBVER_LATEST);

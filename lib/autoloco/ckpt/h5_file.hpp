@@ -57,7 +57,8 @@ class H5Writer {
 class H5Reader {
  public:
   // Opens `path` read-only. With `expected`, every read checks the dataset's bytes against it
-  // (and a dataset missing from it is an error).
+  // (and a dataset missing from it is an error). A file in HDF5's earliest formats (superblock
+  // 0 or 1: no checksums), which H5Writer never writes, is refused.
   explicit H5Reader(const std::string& path, const DatasetSums* expected = nullptr);
   ~H5Reader();
   H5Reader(const H5Reader&) = delete;

@@ -209,6 +209,15 @@ struct MarkdownPrinter {
   std::string section_name;
 };
 
+// A section or key name of the config: a plain word, never a list, a mapping or nothing.
+std::string key_name(const YAML::Node& key, const std::string& origin, const std::string& what) {
+  if (!key.IsScalar()) {
+    throw ConfigError(
+        fmt::format("{}: a config {} must be a plain name, got {}", origin, what, describe(key)));
+  }
+  return key.Scalar();
+}
+
 void check_known_keys(const YAML::Node& root, const std::string& origin) {
   if (!root || root.IsNull()) return;
   if (!root.IsMap()) {
@@ -219,14 +228,15 @@ void check_known_keys(const YAML::Node& root, const std::string& origin) {
   for (const auto& k : keys)
     sections.insert(k.substr(0, k.find('.')));
   for (const auto& entry : root) {
-    const std::string section = entry.first.as<std::string>();
+    const std::string section = key_name(entry.first, origin, "section");
     if (!sections.count(section)) {
       throw ConfigError(fmt::format("{}: unknown config section '{}'{}", origin, section,
                                     did_you_mean(section, {sections.begin(), sections.end()})));
     }
     if (!entry.second.IsMap()) continue;  // the Loader names the type error
     for (const auto& item : entry.second) {
-      const std::string key = section + "." + item.first.as<std::string>();
+      const std::string key =
+          section + "." + key_name(item.first, origin, "key in section " + section);
       if (std::find(keys.begin(), keys.end(), key) == keys.end()) {
         throw ConfigError(
             fmt::format("{}: unknown config key '{}'{}", origin, key, did_you_mean(key, keys)));
