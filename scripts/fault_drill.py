@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Injects each fault of docs/faults.md into a real job and records how the job ended.
 
-    scripts/fault_drill.py [--bin DIR] [--out runs/fault-drill] [--timeout S] [--data GLOB_DIR]
+    scripts/fault_drill.py [--bin DIR] [--out runs/fault-drill] [--timeout S] [--data DIR]
+    scripts/fault_drill.py --table [--out runs/fault-drill]      # the table of an earlier drill
 
 Every case runs 2 dcs x 2 ranks under mpirun (AUTOLOCO_FAULT, util/fault_injection.hpp) with
 comm.timeout_s = S and writes its run directory under OUT/runs/<case>, its output under
@@ -123,7 +124,13 @@ def main():
     p.add_argument("--out", default=str(REPO / "runs/fault-drill"))
     p.add_argument("--timeout", type=float, default=10.0, help="comm.timeout_s of the jobs")
     p.add_argument("--data", default=str(REPO / "data/pydoc"))
+    p.add_argument("--table", action="store_true",
+                   help="only print the table of an earlier drill's OUT/drill.jsonl")
     args = p.parse_args()
+    if args.table:
+        with open(Path(args.out) / "drill.jsonl") as f:
+            print_table([json.loads(line) for line in f])
+        return
     if not list(Path(args.data).glob("train_*.bin")):
         sys.exit(f"fault_drill: no shards in {args.data}; run scripts/prepare-data.sh "
                  f"{args.bin} first")
@@ -161,12 +168,18 @@ def main():
             f.write(json.dumps(r) + "\n")
         print(f"fault_drill: {name}: exit {rc}, {end:.1f} s", file=sys.stderr)
 
+    print_table(results)
+
+
+def print_table(results):
     print("| case | fault | exit | ended after the fault | ranks left | last checkpoint | outcome |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
     for r in results:
         after = "-" if r["ended_after_fault_s"] is None else f"{r['ended_after_fault_s']:.1f} s"
         if r["killed_by_drill"]:
             after = f"hung: killed by the drill after {r['wall_s']:.0f} s"
+        elif r["exit_code"] == 0:
+            after = f"finished ({r['wall_s']:.0f} s)"
         ckpt = "-" if not r["last_checkpoint"] else (
             f"{r['last_checkpoint']} ({'verifies' if r['checkpoint_verifies'] else 'DAMAGED'})")
         outcome = r["what"]

@@ -10,7 +10,8 @@ std::string TopologyChange::describe() const {
   for (int d = 0; d < to_dcs; ++d) {
     parts.push_back(fmt::format("dc {} <- {}{}", d, source_dc(d), fresh(d) ? " (fresh data)" : ""));
   }
-  std::string out = fmt::format("{} dcs -> {}: {}", from_dcs, to_dcs, fmt::join(parts, ", "));
+  std::string out = fmt::format("{} dc{} -> {}: {}", from_dcs, from_dcs == 1 ? "" : "s", to_dcs,
+                                fmt::join(parts, ", "));
   if (to_dcs < from_dcs) {
     out += to_dcs + 1 == from_dcs ? fmt::format("; dc {} dropped", to_dcs)
                                   : fmt::format("; dcs {}-{} dropped", to_dcs, from_dcs - 1);
