@@ -9,9 +9,10 @@
 # the corpus it grew before (build/fuzz/corpus/<target>, where new inputs go). A crash, hang,
 # sanitizer report or excessive allocation is a finding: its input lands in
 # build/fuzz/findings/<target>/, the log in build/fuzz/logs/<target>.log, and the script exits 1.
-# Reproduce one with build/fuzz/fuzz_<target> <file>
-# (LSAN_OPTIONS=suppressions=tests/fuzz/lsan.supp for the checkpoint target). Needs clang and its libFuzzer runtime
-# (Debian: clang-14 libclang-rt-14-dev; scripts/setup.sh installs them).
+# Reproduce one with build/fuzz/fuzz_<target> <file> (for the checkpoint target with
+# LSAN_OPTIONS=suppressions=tests/fuzz/lsan.supp). Needs clang and its libFuzzer runtime (Debian:
+# clang-14 libclang-rt-14-dev; scripts/setup.sh installs them); FUZZ_CXX picks another clang++.
+# tests/fuzz/README.md says more.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -23,7 +24,7 @@ while (($#)); do
   case $1 in
     --seconds) seconds=${2:?--seconds needs a number}; shift 2 ;;
     --jobs) jobs=${2:?--jobs needs a number}; shift 2 ;;
-    -h | --help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     -*) echo "fuzz.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
     *)
       [[ " ${all_targets[*]} " == *" $1 "* ]] ||
@@ -42,8 +43,9 @@ if [[ -z "$cxx" ]]; then
     if command -v "$v" >/dev/null; then cxx=$v; cc=${v/clang++/clang}; break; fi
   done
 fi
+[[ -z "$cc" ]] && cc=${cxx/clang++/clang}
 if [[ -z "$cxx" ]] || ! command -v "$cxx" >/dev/null; then
-  echo "fuzz.sh: clang++ not found; install it (Debian 12: apt-get install clang-14 libclang-rt-14-dev)" >&2
+  echo "fuzz.sh: ${cxx:-clang++} not found; install it (Debian 12: apt-get install clang-14 libclang-rt-14-dev)" >&2
   exit 1
 fi
 runtime=$("$cxx" -print-file-name="libclang_rt.fuzzer-$(uname -m).a")
@@ -89,10 +91,11 @@ run_target() {
   local runs rate units
   runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)
   rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -n 1)
-  units=$(find "$corpus" -type f | wc -l)
+  # The corpus libFuzzer kept (its last status line), not every file it ever added.
+  units=$(grep -o 'corp: [0-9]*/[0-9]*[a-zA-Z]*' "$log" | tail -n 1 | cut -d' ' -f2)
   if ((rc == 0)); then
-    printf 'fuzz.sh: %-10s %10s runs %7s exec/s  corpus %5s  no findings\n' \
-      "$t" "${runs:-?}" "${rate:-?}" "$units"
+    printf 'fuzz.sh: %-10s %10s runs %7s exec/s  corpus %10s  no findings\n' \
+      "$t" "${runs:-?}" "${rate:-?}" "${units:-?}"
     return 0
   fi
   local artifact
@@ -104,8 +107,8 @@ run_target() {
   local what
   what=$(grep -m 1 -E '^terminate called|^==[0-9]+== ?ERROR|runtime error|^fuzz finding' "$log" ||
     echo "exit code $rc")
-  printf 'fuzz.sh: %-10s %10s runs %7s exec/s  corpus %5s  FINDING: %s (log %s; reproduce: %s %s)\n' \
-    "$t" "${runs:-?}" "${rate:-?}" "$units" "$what" "$log" "$build/fuzz_$t" "$artifact"
+  printf 'fuzz.sh: %-10s %10s runs %7s exec/s  corpus %10s  FINDING: %s (log %s; reproduce: %s %s)\n' \
+    "$t" "${runs:-?}" "${rate:-?}" "${units:-?}" "$what" "$log" "$build/fuzz_$t" "$artifact"
   return 1
 }
 
