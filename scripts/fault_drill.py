@@ -28,8 +28,9 @@ REPO = Path(__file__).resolve().parent.parent
 # name, AUTOLOCO_FAULT, extra --set overrides, what the case shows
 CASES = [
     ("stop", "stop:rank=3:step=30", [], "a rank stopped (SIGSTOP) in round 2"),
-    ("stop-overlap", "stop:rank=3:step=30", ["outer.overlap_steps=2"],
-     "the same with the sync on the communication thread"),
+    ("stop-overlap", "stop:rank=3:step=41",
+     ["outer.overlap_steps=2", "wan.bandwidth_gbps=0.01"],
+     "a rank stopped while round 2's sync is in flight on the communication thread (10 Mbit/s)"),
     ("late-past-timeout", "late:dc=1:seconds=3600:round=2", [],
      "dc 1 an hour late into the sync of round 2"),
     ("kill", "kill:rank=1:step=30", [], "a rank killed (SIGKILL) in round 2"),
@@ -81,9 +82,15 @@ def run_case(args, name, fault, sets, limit):
     try:
         proc.wait(timeout=limit)
     except subprocess.TimeoutExpired:
+        # mpirun ends its ranks and removes its shared-memory files on SIGTERM; SIGKILL is the
+        # fallback.
         killed_by_drill = True
-        os.killpg(proc.pid, 9)
-        proc.wait()
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, 9)
+            proc.wait()
     reader.join()
     end = time.monotonic() - start
     with open(Path(args.out) / f"{name}.log", "w") as f:

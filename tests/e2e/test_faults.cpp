@@ -108,7 +108,7 @@ TEST_CASE("e2e: a dc late past the timeout is named by the ranks waiting in the 
   const std::string dir = tmp.str();
   autoloco::test::write_tiny_corpus(dir + "/data");
   const int rc = run_job(fault_job(dir, "late", "AUTOLOCO_FAULT=late:dc=1:seconds=60:round=2",
-                                   "--set comm.timeout_s=2"));
+                                   "--set comm.timeout_s=3"));
   const std::string log = read_text(dir + "/late.log");
   INFO(log);
   CHECK(rc == 124);
