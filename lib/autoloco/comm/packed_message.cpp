@@ -35,9 +35,12 @@ float bf16_to_float(uint16_t value) {
 
 void pack(const float* values, const double* scalars, const PackedLayout& layout, std::byte* out) {
   check_wire_dtype(layout.wire);
+  // An empty chunk (fewer values than ranks) may come with null pointers, which memcpy and
+  // memset must not get even for 0 bytes (UndefinedBehaviorSanitizer).
+  if (layout.bytes() == 0) return;
   std::memset(out, 0, layout.bytes());
   if (layout.wire == DType::f32) {
-    std::memcpy(out, values, layout.count * sizeof(float));
+    if (layout.count > 0) std::memcpy(out, values, layout.count * sizeof(float));
   } else {
     for (size_t i = 0; i < layout.count; ++i) {
       const uint16_t h = float_to_bf16(values[i]);
@@ -52,7 +55,7 @@ void pack(const float* values, const double* scalars, const PackedLayout& layout
 void unpack(const std::byte* in, const PackedLayout& layout, float* values, double* scalars) {
   check_wire_dtype(layout.wire);
   if (layout.wire == DType::f32) {
-    std::memcpy(values, in, layout.count * sizeof(float));
+    if (layout.count > 0) std::memcpy(values, in, layout.count * sizeof(float));
   } else {
     for (size_t i = 0; i < layout.count; ++i) {
       uint16_t h = 0;
