@@ -3,10 +3,10 @@
 // collective for as long as the allocation lasts. So each wait is watched: a thread that waits
 // in a collective holds a Watch (AUTOLOCO_MPI holds one around every MPI call, and the trainer
 // names the larger operations), and a thread of the watchdog's own checks the watched threads
-// once a second. A wait past the timeout gets one message naming what waited, for how long, at
-// which round and step, and on whom, and the expiry handler ends the job (MPI_Abort in
-// autoloco-train). Watches cost a lock of an uncontended mutex; with no watchdog running they
-// cost nothing.
+// every timeout / 16 (at least every second). A wait past the timeout gets one message naming what
+// waited, for how long, at which round and step, and on whom, and the expiry handler ends the job
+// (MPI_Abort in autoloco-train). Watches cost a lock of an uncontended mutex; with no watchdog
+// running they cost nothing.
 #pragma once
 
 #include <mpi.h>
