@@ -96,7 +96,8 @@ TEST_CASE("e2e: a stopped rank ends every rank within the timeout with the watch
   CHECK(rc == 124);
   CHECK(has(log, "AUTOLOCO_FAULT: stopping this rank (SIGSTOP) at step 6"));
   CHECK(has(log, "error: "));
-  CHECK(has(log, "at step 6 has waited"));
+  // Whichever watchdog fires first ends the job: rank 2 in step 6, or ranks 0-1 in step 7.
+  CHECK((has(log, "at step 6 has waited") || has(log, "at step 7 has waited")));
   CHECK(has(log, "past comm.timeout_s = 3"));
   CHECK(survivors(dir) == 0);
   check_last_checkpoint(dir, "stopped", 4);
