@@ -12,6 +12,8 @@
 #include <filesystem>
 #include <mutex>
 #include <sstream>
+#include <tuple>
+#include <utility>
 
 #include "autoloco/ckpt/checkpoint_dir.hpp"
 #include "autoloco/ckpt/compatibility.hpp"
@@ -101,6 +103,12 @@ NoiseSums noise_sums(const std::vector<double>& values, const std::string& file)
   std::array<double, NoiseSums::kCount> a{};
   std::copy(values.begin(), values.end(), a.begin());
   return NoiseSums::from_array(a);
+}
+
+// The progress clock's base (step, tokens) at the last topology change; none before one.
+std::pair<int64_t, int64_t> progress_base(const H5Reader& g) {
+  if (!g.has("counters/progress_base_step")) return {0, 0};
+  return {g.read_int("counters/progress_base_step"), g.read_int("counters/progress_base_tokens")};
 }
 
 // For the test of a job killed while writing: AUTOLOCO_TEST_KILL_IN_CHECKPOINT=STEP makes world
@@ -342,6 +350,11 @@ std::string Trainer::save_checkpoint(const std::string& reason) {
   if (!all_succeeded(world, message.empty(), message)) throw CheckpointError(message);
   broadcast_text(world, tmp, 0);
 
+  // A sync in flight finishes its messages before any file is written: the rank file's link
+  // counters are read before write_sync_rank settles it, and would miss the sync's bytes
+  // whenever the communication thread was still sending.
+  if (sync_) sync_->settle();
+
   // Each rank writes its own files; rank 0 learns their sums, or the first rank that failed.
   std::string mine;
   try {
@@ -506,11 +519,7 @@ int64_t Trainer::saved_progress(const H5Reader& g) const {
   // A step of the checkpoint's dcs (a topology change scales it).
   const int64_t per_step =
       initial_tokens_per_step_ / topology_change_.to_dcs * topology_change_.from_dcs;
-  const int64_t base_step =
-      g.has("counters/progress_base_step") ? g.read_int("counters/progress_base_step") : int64_t{0};
-  const int64_t base_tokens = g.has("counters/progress_base_tokens")
-                                  ? g.read_int("counters/progress_base_tokens")
-                                  : int64_t{0};
+  const auto [base_step, base_tokens] = progress_base(g);
   return base_step + (g.read_int("counters/tokens") - base_tokens) / per_step;
 }
 
@@ -584,14 +593,12 @@ Trainer::Resumed Trainer::load_checkpoint(const std::string& path) {
     }
     // Checkpoints from before adaptive batches (same format) ran a fixed batch.
     tokens_ = g.has("counters/tokens") ? g.read_int("counters/tokens") : step_ * tokens_per_step();
-    const int64_t progress = saved_progress(g);
     if (topology_change_.changed()) {
       // A step has another number of tokens now: the progress clock counts on from here.
-      progress_base_step_ = progress;
+      progress_base_step_ = saved_progress(g);
       progress_base_tokens_ = tokens_;
-    } else if (g.has("counters/progress_base_step")) {
-      progress_base_step_ = g.read_int("counters/progress_base_step");
-      progress_base_tokens_ = g.read_int("counters/progress_base_tokens");
+    } else {
+      std::tie(progress_base_step_, progress_base_tokens_) = progress_base(g);
     }
     loop_.tokens_at_log =
         g.has("counters/tokens_at_log") ? g.read_int("counters/tokens_at_log") : tokens_;
