@@ -32,9 +32,8 @@ BenchResult run_bench(const std::string& dir, int ranks, const std::string& args
                               " --train " + args + " > " + dir + "/bench.out 2> " + dir +
                               "/bench.err";
   INFO(command);
-  const int status = std::system(command.c_str());
   BenchResult r;
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.code = autoloco::test::run_command(command);
   r.out = read_text(dir + "/bench.out");
   r.err = read_text(dir + "/bench.err");
   return r;

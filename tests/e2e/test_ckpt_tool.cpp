@@ -55,9 +55,8 @@ ToolResult ckpt_tool(const std::string& dir, const std::string& args) {
   const std::string err = dir + "/tool.err";
   const std::string command =
       std::string(AUTOLOCO_CKPT_EXE) + " " + args + " > " + out + " 2> " + err;
-  const int status = std::system(command.c_str());
   ToolResult r;
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.code = autoloco::test::run_command(command);
   r.out = read_text(out);
   r.err = read_text(err);
   return r;

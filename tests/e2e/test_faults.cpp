@@ -16,7 +16,9 @@
 #include "autoloco/ckpt/checkpoint_dir.hpp"
 #include "autoloco/ckpt/manifest.hpp"
 
+using autoloco::test::contains;
 using autoloco::test::read_text;
+using autoloco::test::run_command;
 namespace fs = std::filesystem;
 
 namespace {
@@ -35,12 +37,6 @@ std::string fault_job(const std::string& dir, const std::string& name, const std
          dir + "/data/train_*.bin --set data.val=" + dir +
          "/data/val_*.bin --set run.out_dir=" + dir + "/runs --set run.name=" + name + " " + extra +
          " > " + dir + "/" + name + ".log 2>&1";
-}
-
-// mpiexec's exit code (-1 when it did not exit normally).
-int run_job(const std::string& command) {
-  const int status = std::system(command.c_str());
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
 // autoloco-train processes whose command line names `dir` (zombies have none).
@@ -68,10 +64,6 @@ int survivors(const std::string& dir) {
   return live_ranks(dir);
 }
 
-bool has(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
-
 // The newest complete checkpoint of run `name` is at `step` and verifies.
 void check_last_checkpoint(const std::string& dir, const std::string& name, int64_t step) {
   const auto found = autoloco::list_checkpoints(dir + "/runs/" + name + "/checkpoints");
@@ -89,16 +81,16 @@ TEST_CASE("e2e: a stopped rank ends every rank within the timeout with the watch
   autoloco::test::write_tiny_corpus(dir + "/data");
   // Rank 3 stops at step 6: its dc partner waits in the gradient all-reduce, the other dc in
   // the stop agreement or the sync of round 2.
-  const int rc = run_job(
+  const int rc = run_command(
       fault_job(dir, "stopped", "AUTOLOCO_FAULT=stop:rank=3:step=6", "--set comm.timeout_s=3"));
   const std::string log = read_text(dir + "/stopped.log");
   INFO(log);
   CHECK(rc == 124);
-  CHECK(has(log, "AUTOLOCO_FAULT: stopping this rank (SIGSTOP) at step 6"));
-  CHECK(has(log, "error: "));
+  CHECK(contains(log, "AUTOLOCO_FAULT: stopping this rank (SIGSTOP) at step 6"));
+  CHECK(contains(log, "error: "));
   // Whichever watchdog fires first ends the job: rank 2 in step 6, or ranks 0-1 in step 7.
-  CHECK((has(log, "at step 6 has waited") || has(log, "at step 7 has waited")));
-  CHECK(has(log, "past comm.timeout_s = 3"));
+  CHECK((contains(log, "at step 6 has waited") || contains(log, "at step 7 has waited")));
+  CHECK(contains(log, "past comm.timeout_s = 3"));
   CHECK(survivors(dir) == 0);
   check_last_checkpoint(dir, "stopped", 4);
 }
@@ -108,13 +100,13 @@ TEST_CASE("e2e: a dc late past the timeout is named by the ranks waiting in the 
   const autoloco::test::TempDir tmp("e2e-fault-late-long");
   const std::string dir = tmp.str();
   autoloco::test::write_tiny_corpus(dir + "/data");
-  const int rc = run_job(fault_job(dir, "late", "AUTOLOCO_FAULT=late:dc=1:seconds=60:round=2",
-                                   "--set comm.timeout_s=3"));
+  const int rc = run_command(fault_job(dir, "late", "AUTOLOCO_FAULT=late:dc=1:seconds=60:round=2",
+                                       "--set comm.timeout_s=3"));
   const std::string log = read_text(dir + "/late.log");
   INFO(log);
   CHECK(rc == 124);
-  CHECK(has(log, "the inter-dc all-reduce of round 2 at step 8 has waited"));
-  CHECK(has(log, "ring reduce-scatter step 1 of 1: receiving from world rank"));
+  CHECK(contains(log, "the inter-dc all-reduce of round 2 at step 8 has waited"));
+  CHECK(contains(log, "ring reduce-scatter step 1 of 1: receiving from world rank"));
   CHECK(survivors(dir) == 0);
   check_last_checkpoint(dir, "late", 4);
 }
@@ -124,11 +116,11 @@ TEST_CASE("e2e: a rank killed mid-round ends the job with no rank left and the c
   const autoloco::test::TempDir tmp("e2e-fault-kill");
   const std::string dir = tmp.str();
   autoloco::test::write_tiny_corpus(dir + "/data");
-  const int rc = run_job(fault_job(dir, "killed", "AUTOLOCO_FAULT=kill:rank=1:step=7", ""));
+  const int rc = run_command(fault_job(dir, "killed", "AUTOLOCO_FAULT=kill:rank=1:step=7", ""));
   const std::string log = read_text(dir + "/killed.log");
   INFO(log);
   CHECK(rc != 0);
-  CHECK(has(log, "AUTOLOCO_FAULT: killing this rank (SIGKILL) at step 7"));
+  CHECK(contains(log, "AUTOLOCO_FAULT: killing this rank (SIGKILL) at step 7"));
   CHECK(survivors(dir) == 0);
   check_last_checkpoint(dir, "killed", 4);
 }
@@ -138,9 +130,9 @@ TEST_CASE("e2e: a dc late by less than the timeout ends bitwise equal to the und
   const autoloco::test::TempDir tmp("e2e-fault-late-short");
   const std::string dir = tmp.str();
   autoloco::test::write_tiny_corpus(dir + "/data");
-  REQUIRE(run_job(fault_job(dir, "prompt", "", "--set comm.timeout_s=10")) == 0);
-  REQUIRE(run_job(fault_job(dir, "late", "AUTOLOCO_FAULT=late:dc=0:seconds=1",
-                            "--set comm.timeout_s=10")) == 0);
+  REQUIRE(run_command(fault_job(dir, "prompt", "", "--set comm.timeout_s=10")) == 0);
+  REQUIRE(run_command(fault_job(dir, "late", "AUTOLOCO_FAULT=late:dc=0:seconds=1",
+                                "--set comm.timeout_s=10")) == 0);
   INFO(read_text(dir + "/late.log"));
   const auto a = autoloco::read_manifest(dir + "/runs/prompt/checkpoints/step_12");
   const auto b = autoloco::read_manifest(dir + "/runs/late/checkpoints/step_12");
@@ -168,17 +160,17 @@ TEST_CASE("e2e: a failed checkpoint write stops the run and leaves the previous 
   const autoloco::test::TempDir tmp("e2e-fault-ckpt");
   const std::string dir = tmp.str();
   autoloco::test::write_tiny_corpus(dir + "/data");
-  const int rc = run_job(fault_job(dir, "full", "AUTOLOCO_FAULT=ckpt-fail:step=8:rank=2", ""));
+  const int rc = run_command(fault_job(dir, "full", "AUTOLOCO_FAULT=ckpt-fail:step=8:rank=2", ""));
   const std::string log = read_text(dir + "/full.log");
   INFO(log);
   CHECK(rc == 1);
-  CHECK(has(log, "checkpoint at step 8 failed (rank 2: "));
-  CHECK(has(log, "rank_2.h5': write failed: no space left on device"));
+  CHECK(contains(log, "checkpoint at step 8 failed (rank 2: "));
+  CHECK(contains(log, "rank_2.h5': write failed: no space left on device"));
   CHECK_FALSE(fs::exists(dir + "/runs/full/checkpoints/step_8"));
   CHECK(survivors(dir) == 0);
   check_last_checkpoint(dir, "full", 4);
   // The job can go on from it once the disk has room.
-  REQUIRE(run_job(fault_job(dir, "full", "", "--resume auto")) == 0);
+  REQUIRE(run_command(fault_job(dir, "full", "", "--resume auto")) == 0);
   check_last_checkpoint(dir, "full", 12);
 }
 
@@ -187,13 +179,13 @@ TEST_CASE("e2e: a timeout shorter than one sync's link time is refused before an
   const autoloco::test::TempDir tmp("e2e-fault-refuse");
   const std::string dir = tmp.str();
   autoloco::test::write_tiny_corpus(dir + "/data");
-  const int rc = run_job(
+  const int rc = run_command(
       fault_job(dir, "slow", "",
                 "--set comm.timeout_s=5 --set wan.bandwidth_gbps=0.00001 --set wan.mode=sleep"));
   const std::string log = read_text(dir + "/slow.log");
   INFO(log);
   CHECK(rc == 1);
-  CHECK(has(log, "config key comm.timeout_s = 5 s is shorter than the"));
-  CHECK(has(log, "wan.bandwidth_gbps = 1e-05"));
+  CHECK(contains(log, "config key comm.timeout_s = 5 s is shorter than the"));
+  CHECK(contains(log, "wan.bandwidth_gbps = 1e-05"));
   CHECK_FALSE(fs::exists(dir + "/runs/slow/metrics.jsonl"));
 }

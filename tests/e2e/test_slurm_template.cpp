@@ -14,6 +14,7 @@
 #include "../support/temp_dir.hpp"
 #include "../support/tiny_corpus.hpp"
 
+using autoloco::test::contains;
 using autoloco::test::read_text;
 namespace fs = std::filesystem;
 
@@ -60,14 +61,9 @@ Segment run_segment(const std::string& dir, int tasks, int restarts, int64_t ste
       "/runs --set run.name=elastic --set run.steps=" + std::to_string(steps) + " > " + log +
       " 2>&1";
   Segment s;
-  const int status = std::system(command.c_str());
-  s.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  s.rc = autoloco::test::run_command(command);
   s.log = read_text(log);
   return s;
-}
-
-bool has(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
 }
 
 }  // namespace
@@ -83,26 +79,27 @@ TEST_CASE("e2e: the sbatch template resumes with the dcs that fit and requeues a
   const Segment first = run_segment(dir, 4, 0, 8, "");
   INFO(first.log);
   REQUIRE(first.rc == 0);
-  CHECK(has(first.log, "allocation: 2 nodes, 4 tasks = 2 dc(s) of 2 ranks"));
-  CHECK(has(first.log, "the run finished"));
+  CHECK(contains(first.log, "allocation: 2 nodes, 4 tasks = 2 dc(s) of 2 ranks"));
+  CHECK(contains(first.log, "the run finished"));
 
   // A node is gone: 3 tasks hold one dc of 2.
   const Segment second = run_segment(dir, 3, 1, 16, "");
   INFO(second.log);
   REQUIRE(second.rc == 0);
-  CHECK(has(second.log, "1 of the allocation's 3 tasks stay idle: not a whole dc"));
-  CHECK(has(second.log, "2 tasks = 1 dc(s) of 2 ranks"));
-  CHECK(has(second.log, "resume: topology changed, 2 dcs -> 1: dc 0 <- 0; dc 1 dropped"));
-  CHECK(has(read_text(summary), R"("topology_change":{"from_dcs":2,"to_dcs":1)"));
-  CHECK(has(read_text(summary), R"("steps":16)"));
+  CHECK(contains(second.log, "1 of the allocation's 3 tasks stay idle: not a whole dc"));
+  CHECK(contains(second.log, "2 tasks = 1 dc(s) of 2 ranks"));
+  CHECK(contains(second.log, "resume: topology changed, 2 dcs -> 1: dc 0 <- 0; dc 1 dropped"));
+  CHECK(contains(read_text(summary), R"("topology_change":{"from_dcs":2,"to_dcs":1)"));
+  CHECK(contains(read_text(summary), R"("steps":16)"));
 
   // Back on 2 dcs, a rank hangs: the watchdog ends the segment (124) and the job is requeued.
   const Segment third = run_segment(dir, 4, 2, 24, "AUTOLOCO_FAULT=stop:rank=3:step=19");
   INFO(third.log);
   CHECK(third.rc == 0);
-  CHECK(has(third.log, "resume: topology changed, 1 dc -> 2: dc 0 <- 0, dc 1 <- 0 (fresh data)"));
-  CHECK(has(third.log, "has waited"));
-  CHECK(has(third.log, "requeueing job 77"));
+  CHECK(contains(third.log,
+                 "resume: topology changed, 1 dc -> 2: dc 0 <- 0, dc 1 <- 0 (fresh data)"));
+  CHECK(contains(third.log, "has waited"));
+  CHECK(contains(third.log, "requeueing job 77"));
   CHECK(read_text(dir + "/scontrol.log") == "requeue 77\n");
 
   // Past MAX_RESTARTS the hung segment is not requeued.
@@ -110,6 +107,6 @@ TEST_CASE("e2e: the sbatch template resumes with the dcs that fit and requeues a
       run_segment(dir, 4, 3, 24, "MAX_RESTARTS=3 AUTOLOCO_FAULT=stop:rank=3:step=23");
   INFO(last.log);
   CHECK(last.rc == 124);
-  CHECK(has(last.log, "failed (exit 124): not requeued"));
+  CHECK(contains(last.log, "failed (exit 124): not requeued"));
   CHECK(read_text(dir + "/scontrol.log") == "requeue 77\n");
 }

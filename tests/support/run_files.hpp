@@ -1,7 +1,10 @@
-// Reading what a run left behind, for the e2e suite: whole files, and numbers out of the flat
-// JSON that autoloco writes. Include after catch.hpp.
+// Reading what a run left behind, for the e2e suite: whole files, numbers out of the flat JSON
+// that autoloco writes, and the exit code of a command. Include after catch.hpp.
 #pragma once
 
+#include <sys/wait.h>
+
+#include <cstdlib>
 #include <fstream>
 #include <regex>
 #include <sstream>
@@ -9,6 +12,16 @@
 #include <vector>
 
 namespace autoloco::test {
+
+// Runs `command` with the shell; its exit code, or -1 when it did not exit normally.
+inline int run_command(const std::string& command) {
+  const int status = std::system(command.c_str());
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+inline bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
 
 inline std::string read_text(const std::string& path) {
   std::ifstream in(path);
