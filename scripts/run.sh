@@ -40,7 +40,8 @@ def si(x):
 h = p["val_unigram_entropy_nats"]
 print(f"steps {s['steps']}, tokens {s['tokens']}, wall {s['wall_s']:.0f} s, "
       f"final eval loss {s['final_eval_loss']:.4f} nats "
-      f"({100 * s['final_eval_loss'] / h:.1f}% of the val unigram byte entropy {h:.4f})")
+      f"({100 * s['final_eval_loss'] / h:.1f}% of the val unigram byte entropy {h:.4f}), "
+      f"{s['final_eval_bpb']:.4f} bits per byte")
 if s["num_dcs"] > 1 and s["rounds"] > 0:
     # ddp all-reduces a gradient of the same size as a pseudo-gradient at every step.
     per_round = s["inter_dc_bytes"] / s["rounds"]

@@ -3,7 +3,8 @@
 #   scripts/setup.sh [PRESET [apps]]   PRESET: release (default), ci, debug, asan, or none
 # "none" installs the packages only; "apps" builds only the executables (not the tests).
 # Packages are installed only when missing; as root or through sudo. Nothing outside the
-# system package manager is fetched.
+# system package manager is fetched, except the pinned tensorboard from PyPI into the venv
+# .venv-tools/ (scripts/tensorboard.py; AUTOLOCO_TOOLS_VENV=0 skips it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 preset=${1:-release}
@@ -13,6 +14,7 @@ packages=(
   libtorch-dev libopenblas0-openmp           # Debian's LibTorch (CPU) + a real BLAS (~9x faster)
   libopenmpi-dev openmpi-bin                 # launch and communication
   libhdf5-dev zlib1g-dev libyaml-cpp-dev libfmt-dev catch2
+  libsentencepiece-dev sentencepiece         # autoloco-prepare --tokenizer sentencepiece; spm_encode
   python3 python3-venv python3-numpy python3-matplotlib python3-h5py python3-yaml  # scripts
   python3-doc                                # the default corpus (Python docs, reST sources)
   iproute2                                   # ip and tc: the network lab (scripts/netlab.sh)
@@ -55,6 +57,23 @@ done
 blas=$(update-alternatives --query libblas.so.3-x86_64-linux-gnu 2>/dev/null | awk '/^Value:/{print $2}')
 if [[ -n "$blas" && "$blas" != *openblas* ]]; then
   echo "setup: warning: libblas.so.3 points at $blas, not OpenBLAS; training will be slow" >&2
+fi
+
+# Python tools that Debian does not package, in a venv of their own at .venv-tools/ (pinned, from
+# PyPI): tensorboard for scripts/tensorboard.py. Skipped when the pinned version is there, or with
+# AUTOLOCO_TOOLS_VENV=0; without PyPI only a warning (only scripts/tensorboard.py needs it).
+tensorboard_pin=2.21.0
+tools=.venv-tools
+if [[ "${AUTOLOCO_TOOLS_VENV:-1}" != 0 ]] &&
+  ! "$tools/bin/python" -c "import sys, tensorboard
+sys.exit(tensorboard.__version__ != '$tensorboard_pin')" 2>/dev/null; then
+  echo "setup: pip installing tensorboard==$tensorboard_pin into $tools (scripts/tensorboard.py)" >&2
+  if ! { [[ -x "$tools/bin/python" ]] || python3 -m venv "$tools" >&2; } ||
+    ! "$tools/bin/python" -m pip install --disable-pip-version-check --no-input -q \
+      "tensorboard==$tensorboard_pin" >&2; then
+    echo "setup: warning: could not install tensorboard into $tools; scripts/tensorboard.py" \
+      "needs it (rerun scripts/setup.sh none)" >&2
+  fi
 fi
 
 [[ "$preset" == none ]] && exit 0

@@ -242,8 +242,10 @@ def run_local(spec, runs, binary, jobs):
             if rc == 0 and done(out, run):
                 with open(os.path.join(out, run.name, "summary.json")) as f:
                     s = json.load(f)
+                bpb = s.get("final_eval_bpb")
+                bpb = f" ({bpb:.4f} bpb)" if isinstance(bpb, (int, float)) else ""
                 print(f"sweep: [{i}/{len(todo)}] {run.name}: eval loss "
-                      f"{s['final_eval_loss']:.4f}, {s['rounds']} rounds, {seconds:.0f} s "
+                      f"{s['final_eval_loss']:.4f}{bpb}, {s['rounds']} rounds, {seconds:.0f} s "
                       f"(about {eta / 60:.0f} min left)", file=sys.stderr)
             else:
                 failed.append(run.name)

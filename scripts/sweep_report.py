@@ -12,34 +12,51 @@ effective config.yaml (any setting, including those the summary lacks, flattened
   results.csv             one row per finished run: group, seed, grid values, settings, outcomes
   table.md                one row per configuration (group + grid values), seeds pooled
   saving.md, saving.json  the saving of every adaptive configuration against every curve
-  loss_vs_rounds.png      final eval loss against rounds: the curves and the adaptive runs
-  loss_vs_time.png        eval loss over training against simulated time at the configured link
+  loss_vs_rounds.png      the final measure (below) against rounds: the curves and the adaptive
+                          runs
+  loss_vs_time.png        the measure over training against simulated time at the configured link
   h_over_training.png     H per round of every adaptive run
   batch.md                with adaptive batches (a run whose batch_controller is not "fixed"):
                           one row per configuration, seeds pooled: steps, tokens, final batch,
-                          batch changes, loss, link and simulated time
+                          batch changes, final eval loss (and bpb), link and simulated time
   batch_over_training.png with adaptive batches: the batch per round (mean over dcs) against
                           the progress in steps at the initial batch, one line per run
   overlap.md              with overlapped, fragmented or link-paced syncs: per configuration,
                           how its syncs ran, utilisation, link seconds, peak and total bytes
   wire.md                 with a wire format other than fp32 or error feedback: per
-                          configuration, its bytes per round and final loss against the same
+                          configuration, its bytes per round and final measure against the same
                           settings in fp32
   time_to_target.md/.png  with the spec's time_to_target {reference: GROUP, within: 0.01} (or
-                          {loss: L}; optional by: AXIS): the simulated time of every
-                          configuration to the target eval loss, and eval loss against
-                          simulated time, one panel per value of `by`
+                          {loss: L} or {bpb: B}; optional by: AXIS): the simulated time of every
+                          configuration to the target, and the measure against simulated time,
+                          one panel per value of `by`
+
+The measure: eval bpb (bits per byte of the validation text: the eval loss in nats per token /
+ln 2 / the validation split's bytes per token, from the shards' prepare.json) when every finished
+run has it, else eval loss (nats per token). Losses per token of runs with different tokenizers
+do not compare (a token of a 4k-piece vocabulary holds about 4 bytes, a byte token one); bits per
+byte do, so the comparisons run on bpb whenever they can, and on eval loss for sweeps written
+before bpb (or on shards without prepare.json), whose table headers and axis labels then say
+"eval loss". A run has bpb when its evaluations (metrics.jsonl) have eval_bpb and its final
+value is known: summary.json's final_eval_bpb, else the last evaluation's eval_bpb (the final
+evaluation is logged there too). Every target, envelope, saving and time to target runs on the
+one measure; the tables keep the final eval loss beside the final eval bpb. saving.json keeps
+its keys ("loss" and "sd" are eval loss) and adds "bpb" and "bpb_sd" beside them (null when the
+report runs on eval loss); its "measure" ("bpb" or "loss") says which of the two the envelope,
+R_D, the saving and gap_to_best are on. An absolute time_to_target names its measure: {loss: L}
+is on eval loss, {bpb: B} on eval bpb (and needs every run to have it).
 
 A run whose summary.json has no batch_controller (written before adaptive batches) is a
 fixed-batch run; one without final_batch has no final batch, and its batch cells stay empty.
 
-The saving: saving = 1 − R_A/R_D at equal eval loss, interpolated on log R along the DiLoCo
-curve, as ALGORITHMS.md §2 defines. A curve (the spec's "curves": groups and an optional
-"where" filter, whose values compare loosely, 0.9 == "0.9") has one point per interval.H: of the
-configurations with that H, the one with the lowest mean final eval loss over seeds (μ tuned per
-H), at R = its mean rounds and L = its mean loss. The points sorted by R are made monotone by
-their lower envelope (walking from few rounds to many, L is the running minimum: more rounds are
-never credited with a worse loss than fewer). Every configuration of the spec's "adaptive"
+The saving: saving = 1 − R_A/R_D at equal measure (eval bpb or eval loss), interpolated on log
+R along the DiLoCo curve, as ALGORITHMS.md §2 defines for the loss. A curve (the spec's
+"curves": groups and an optional "where" filter, whose values compare loosely, 0.9 == "0.9") has
+one point per interval.H: of the configurations with that H, the one with the lowest mean final
+measure over seeds (μ tuned per H), at R = its mean rounds and L = its mean measure (the "loss"
+of this paragraph). The points sorted by R are made monotone by their lower envelope (walking
+from few rounds to many, L is the running minimum: more rounds are never credited with a worse
+loss than fewer). Every configuration of the spec's "adaptive"
 groups is compared seed by seed: a run with R_A rounds and loss L_A is matched to the rounds R_D
 at which the envelope reaches L_A, interpolated linearly in log R between the two points that
 bracket L_A. Below the whole curve, the saving is 1 − R_A/R_best against the best (lowest-loss)
@@ -58,7 +75,7 @@ steps and this is step × c with c = c_tok × tokens per step, the median comput
 The tokens done at an evaluation are interpolated (linearly in steps, exact within a round, whose
 batch is fixed) between the known points: 0 at step 0, each round's end (syncs.jsonl: the sum of
 the rounds' tokens), each training line of metrics.jsonl and the summary's steps and tokens. A
-configuration's line averages its seeds at equal simulated time (their losses interpolated
+configuration's line averages its seeds at equal simulated time (their measures interpolated
 linearly in time; the first and last points are the means of the seeds' first and last
 evaluations), since seeds whose batch or interval adapt evaluate at different steps. In a sweep
 with adaptive batches, loss_vs_time.png also draws every configuration that is neither a curve
@@ -82,14 +99,17 @@ SETTINGS = ["interval.H", "outer.momentum", "outer.momentum_schedule", "outer.co
             "interval.target_utilisation", "outer.wire_dtype", "outer.wire_block",
             "outer.wire_rounding", "outer.error_feedback", "wan.mode"]
 # Outcomes from summary.json for results.csv; mean_H (steps / rounds) and final_batch_mean (the
-# mean over dcs of final_batch) are computed.
+# mean over dcs of final_batch) are computed, final_eval_bpb falls back to metrics.jsonl.
 OUTCOMES = ["steps", "tokens", "rounds", "inter_dc_bytes", "sent_bytes", "peak_sync_bytes",
-            "final_eval_loss",
+            "final_eval_loss", "final_eval_bpb",
             "final_train_loss", "mean_H", "final_batch_mean", "wall_s", "link_s", "model_link_s",
             "sim_time_s",
-            "compute_utilisation", "exposed_link_s", "sync_wait_s", "compute_utilisation_wall"]
+            "compute_utilisation", "exposed_link_s", "sync_wait_s", "compute_utilisation_wall",
+            "tokenizer", "vocab_size", "val_bytes_per_token"]
 WORSE = "above the whole curve: upper bound against its cheapest point"
 LOWER_BOUND = "below the whole curve: lower bound against its best point"
+# What the report compares runs on (choose_measure), in words for headers and labels.
+MEASURES = {"bpb": "eval bpb", "loss": "eval loss"}
 
 
 # ---------------------------------------------------------------- reading
@@ -144,11 +164,34 @@ class Run:
             return self.summary["steps"] / rounds if rounds else None
         if key == "final_batch_mean":
             return self.final_batch_mean
+        if key == "final_eval_bpb":
+            return self.bpb
         return self.summary.get(key)
 
     @property
     def loss(self):
         return self.summary["final_eval_loss"]
+
+    @property
+    def bpb(self):
+        """Final eval bits per byte: summary.json's final_eval_bpb, else the last evaluation's
+        eval_bpb in metrics.jsonl (a summary written before the key, whose evaluations have it);
+        None when unknown (a run written before bpb, or shards without prepare.json)."""
+        if self.summary.get("final_eval_bpb") is not None:
+            return self.summary["final_eval_bpb"]
+        lines = [m for m in self.metrics() if "eval_loss" in m]
+        return lines[-1].get("eval_bpb") if lines else None
+
+    def final(self, measure):
+        """The final value of a measure ("bpb" or "loss"); None when unknown."""
+        return self.bpb if measure == "bpb" else self.loss
+
+    @property
+    def has_bpb(self):
+        """Whether the report can use bpb for this run: its final bpb is known and every
+        evaluation over training has eval_bpb."""
+        return self.bpb is not None and all(m.get("eval_bpb") is not None
+                                            for m in self.metrics() if "eval_loss" in m)
 
     @property
     def rounds(self):
@@ -196,9 +239,11 @@ class Run:
             self._metrics = read_jsonl(os.path.join(self.dir, "metrics.jsonl"))
         return self._metrics
 
-    def evals(self):
-        """(step, eval loss) of every evaluation over training."""
-        return [(m["step"], m["eval_loss"]) for m in self.metrics() if "eval_loss" in m]
+    def evals(self, measure="loss"):
+        """(step, value) of every evaluation over training of a measure ("loss": eval_loss,
+        "bpb": eval_bpb)."""
+        key = "eval_" + measure
+        return [(m["step"], m[key]) for m in self.metrics() if m.get(key) is not None]
 
     def syncs(self):
         if not hasattr(self, "_syncs"):
@@ -272,6 +317,12 @@ class Config:
     @property
     def loss(self):
         return mean_sd([r.loss for r in self.runs])
+
+    def final(self, measure):
+        """Mean and sd over seeds of a final measure; both None unless every seed has it (a
+        mean over some seeds would not compare with the others')."""
+        values = [r.final(measure) for r in self.runs]
+        return mean_sd(values) if None not in values else (None, None)
 
     @property
     def rounds(self):
@@ -385,6 +436,44 @@ def link_text(runs):
     return "; ".join(f"{bw:g} Gbit/s, {lat:g} ms" for bw, lat in links)
 
 
+def choose_measure(runs):
+    """"bpb" when every finished run has eval bpb (Run.has_bpb), else "loss": one measure for
+    every comparison of the report, eval bpb across tokenizers, eval loss for older sweeps."""
+    return "bpb" if runs and all(r.has_bpb for r in runs) else "loss"
+
+
+def measure_text(measure, runs):
+    """The measure in words for footers: what it is, and why eval loss when it is that."""
+    if measure == "bpb":
+        return ("Measure: eval bpb, bits per byte of the validation text (eval loss in nats per "
+                "token / ln 2 / the validation split's bytes per token), which compares runs "
+                f"with different tokenizers; all {len(runs)} finished runs have it.")
+    lacking = [r.name for r in runs if not r.has_bpb]
+    some = f"all {len(runs)}" if len(lacking) == len(runs) else f"{len(lacking)} of the {len(runs)}"
+    lack = "lacks" if len(lacking) == 1 else "lack"
+    words = (f"Measure: eval loss (nats per token), since {some} finished runs {lack} eval bpb "
+             f"({', '.join(lacking[:3])}"
+             f"{', ...' if len(lacking) > 3 else ''}: written before bpb, or on shards without "
+             "prepare.json).")
+    tokenizers = sorted({f"{r.summary['tokenizer']} {text(r.summary.get('vocab_size'))}".strip()
+                         for r in runs if r.summary.get("tokenizer") not in (None, "unknown")})
+    if len(tokenizers) > 1:
+        words += (f" The runs use different tokenizers ({', '.join(tokenizers)}), whose losses "
+                  "per token do not compare.")
+    return words
+
+
+def bpb_columns(measure):
+    """The final eval bpb column that tables add beside the final eval loss when the report
+    runs on bpb."""
+    return ["final eval bpb"] if measure == "bpb" else []
+
+
+def bpb_cells(config, measure):
+    """The cell of bpb_columns for a configuration: mean ± sd over seeds."""
+    return [pm(*config.final("bpb"))] if measure == "bpb" else []
+
+
 # ---------------------------------------------------------------- results.csv, table.md
 
 
@@ -407,13 +496,14 @@ def write_results_csv(path, entries, runs):
             writer.writerow([text(row[k]) for k in header])
 
 
-def table_markdown(configs, entries, runs, c_tok):
+def table_markdown(configs, entries, runs, c_tok, measure):
     """One row per configuration with finished runs, seeds pooled; the footer defines the
-    simulated time of loss_vs_time.png."""
+    measure and the simulated time of loss_vs_time.png."""
     keys = grid_keys(entries)
-    lines = ["| group | " + " | ".join(keys + ["n", "rounds", "inter-dc bytes",
-                                                "final eval loss", "H min/max"]) + " |",
-             "|" + " --- |" * (len(keys) + 6)]
+    columns = ["n", "rounds", "inter-dc bytes", "final eval loss"] + bpb_columns(measure) + \
+        ["H min/max"]
+    lines = ["| group | " + " | ".join(keys + columns) + " |",
+             "|" + " --- |" * (len(keys) + len(columns) + 1)]
     for config in configs:
         if not config.runs:
             continue
@@ -422,8 +512,11 @@ def table_markdown(configs, entries, runs, c_tok):
             [config.group] + [text(config.grid.get(k)) for k in keys] +
             [str(len(config.runs)), f"{config.rounds[0]:.1f}",
              si(np.mean([r.summary["inter_dc_bytes"] for r in config.runs])) + "B",
-             pm(*config.loss), f"{min(hs)}/{max(hs)}" if hs else ""]) + " |")
-    lines += ["", f"final eval loss: mean ± sample sd over seeds. Simulated time in "
+             pm(*config.loss)] + bpb_cells(config, measure) +
+            [f"{min(hs)}/{max(hs)}" if hs else ""]) + " |")
+    final = "final eval loss and bpb" if measure == "bpb" else "final eval loss"
+    lines += ["", f"{final}: mean ± sample sd over seeds. {measure_text(measure, runs)} "
+              f"Simulated time in "
               f"loss_vs_time.png: tokens done (all ranks) × c_tok + the exposed link seconds "
               f"of the syncs landed by then, c_tok = median over the {len(runs)} finished runs "
               f"of (sim_time_s − exposed_link_s) / tokens; {cost_text(runs, c_tok)}; "
@@ -442,18 +535,18 @@ def overlapped(run):
             (s.get("target_utilisation") or 0) > 0)
 
 
-def overlap_markdown(configs, entries):
+def overlap_markdown(configs, entries, measure):
     """overlap.md: one row per configuration, seeds pooled: how its syncs ran (tau, alpha,
     fragments P, target utilisation u*), the mean interval, the compute utilisation on the
     simulated clock and on the wall clock, the link and waiting seconds, the peak and total
-    bytes, and the final eval loss."""
+    bytes, and the final eval loss (and bpb)."""
     keys = grid_keys(entries)
     # wan.mode real: link s is measured, and the model's figure goes beside it.
     real = any(r.summary.get("wan", {}).get("mode") == "real" for c in configs for r in c.runs)
     columns = ["n", "tau", "alpha", "P", "u*", "mean H", "utilisation (simulated)",
                "utilisation (wall)", "link s"] + (["model link s"] if real else []) + [
                "exposed link s", "main-thread wait s", "wall s",
-               "peak sync bytes", "inter-dc bytes", "final eval loss"]
+               "peak sync bytes", "inter-dc bytes", "final eval loss"] + bpb_columns(measure)
     lines = ["| group | " + " | ".join(keys + columns) + " |",
              "|" + " --- |" * (len(keys) + len(columns) + 1)]
     for config in configs:
@@ -482,7 +575,8 @@ def overlap_markdown(configs, entries):
              stat("link_s", "{:.1f}")] + ([stat("model_link_s", "{:.1f}")] if real else []) + [
              stat("exposed_link_s", "{:.1f}"),
              stat("sync_wait_s", "{:.1f}"), stat("wall_s", "{:.1f}"),
-             bytes_of("peak_sync_bytes"), bytes_of("inter_dc_bytes"), pm(*config.loss)]) + " |")
+             bytes_of("peak_sync_bytes"), bytes_of("inter_dc_bytes"), pm(*config.loss)] +
+            bpb_cells(config, measure)) + " |")
     lines += ["", "mean ± sample sd over seeds. utilisation (simulated): compute / (compute + "
               "exposed link time); utilisation (wall): compute / wall-clock time, where compute "
               "is wall time minus the main thread's waits on the link (docs/run-directory.md). "
@@ -494,13 +588,13 @@ def overlap_markdown(configs, entries):
     return "\n".join(lines) + "\n"
 
 
-def batch_markdown(configs, entries, runs, c_tok):
+def batch_markdown(configs, entries, runs, c_tok, measure):
     """batch.md: one row per configuration with finished runs, seeds pooled: what the batch
     did and what it cost in tokens, link and simulated time."""
     keys = grid_keys(entries)
     columns = ["n", "steps", "rounds", "tokens", "final batch (mean)", "final batch (max)",
-               "batch changes", "final eval loss", "link s", "simulated time (s)",
-               "sim_time_s"]
+               "batch changes", "final eval loss"] + bpb_columns(measure) + [
+               "link s", "simulated time (s)", "sim_time_s"]
     lines = ["| group | " + " | ".join(keys + columns) + " |",
              "|" + " --- |" * (len(keys) + len(columns) + 1)]
     for config in configs:
@@ -519,7 +613,7 @@ def batch_markdown(configs, entries, runs, c_tok):
              pm(*config.rounds, fmt="{:.1f}"), si(tokens) if tokens is not None else "–",
              pm(final_mean, None, "{:.1f}"),
              str(max(max(b) for b in batches)) if batches else "–",
-             pm(changes, None, "{:.1f}"), pm(*config.loss),
+             pm(changes, None, "{:.1f}"), pm(*config.loss)] + bpb_cells(config, measure) + [
              pm(mean_sd([r.summary["link_s"] for r in rs])[0], None, "{:.2f}"),
              pm(*simulated, fmt="{:.1f}"),
              pm(mean_sd([r.summary["sim_time_s"] for r in rs])[0], None, "{:.1f}")]) + " |")
@@ -531,7 +625,8 @@ def batch_markdown(configs, entries, runs, c_tok):
               "(syncs.jsonl's last batch); (mean) is the mean over seeds of the mean over dcs, "
               "(max) the largest of any dc and seed; – for runs without final_batch. batch "
               "changes: rounds whose batch (syncs.jsonl) differs from the previous round's on "
-              "any dc. final eval loss: mean ± sample sd. link s: simulated link seconds "
+              f"any dc. {'final eval loss and bpb' if measure == 'bpb' else 'final eval loss'}"
+              ": mean ± sample sd. link s: simulated link seconds "
               "(summary.json link_s). simulated time: tokens × c_tok + the exposed link "
               "seconds, mean ± sample sd, with c_tok = median over the "
               f"{len(runs)} finished runs of (sim_time_s − exposed_link_s) / tokens, one "
@@ -545,9 +640,11 @@ def batch_markdown(configs, entries, runs, c_tok):
 # ---------------------------------------------------------------- the saving
 
 
-def curve_points(configs, curve):
+def curve_points(configs, curve, measure):
     """The curve's points sorted by rounds: per interval.H, the configuration of its groups
-    matching `where` with the lowest mean final eval loss (μ tuned per H)."""
+    matching `where` with the lowest mean final measure (μ tuned per H). A point holds the eval
+    loss ("loss", "sd") and bpb ("bpb", "bpb_sd"; None on eval loss) and the envelope on the
+    measure."""
     where = curve.get("where") or {}
     best = {}
     for config in configs:
@@ -556,15 +653,27 @@ def curve_points(configs, curve):
         if any(loose(config.setting(k)) != loose(v) for k, v in where.items()):
             continue
         h = config.setting("interval.H")
-        if loose(h) not in best or config.loss[0] < best[loose(h)].loss[0]:
+        if loose(h) not in best or config.final(measure)[0] < best[loose(h)].final(measure)[0]:
             best[loose(h)] = config
     points = [{"H": c.setting("interval.H"), "config": c.name, "n": len(c.runs),
-               "rounds": c.rounds[0], "loss": c.loss[0], "sd": c.loss[1]}
+               "rounds": c.rounds[0], "loss": c.loss[0], "sd": c.loss[1],
+               "bpb": bpb_of(c, measure)[0], "bpb_sd": bpb_of(c, measure)[1]}
               for c in best.values()]
     points.sort(key=lambda p: p["rounds"])
-    for point, low in zip(points, lower_envelope([p["loss"] for p in points])):
+    for point, low in zip(points, lower_envelope([p[measure] for p in points])):
         point["envelope"] = low
     return points
+
+
+def bpb_of(config, measure):
+    """A configuration's final bpb (mean, sd) for saving.json; None on eval loss, so that the
+    file never mixes the two measures."""
+    return config.final("bpb") if measure == "bpb" else (None, None)
+
+
+def point_stat(point, measure):
+    """A curve point's (mean, sd) of the measure."""
+    return point[measure], point["sd" if measure == "loss" else "bpb_sd"]
 
 
 def lower_envelope(losses):
@@ -574,9 +683,10 @@ def lower_envelope(losses):
 
 
 def rounds_at_loss(points, loss):
-    """(R_D, flag): the rounds at which the envelope reaches `loss`, linear in log R between
-    the two bracketing points; below the curve the best point's rounds and LOWER_BOUND; above
-    it the cheapest point's rounds and WORSE (the saving is then an upper bound)."""
+    """(R_D, flag): the rounds at which the envelope reaches `loss` (a value of the measure
+    that the envelope is on), linear in log R between the two bracketing points; below the
+    curve the best point's rounds and LOWER_BOUND; above it the cheapest point's rounds and
+    WORSE (the saving is then an upper bound)."""
     rounds = [p["rounds"] for p in points]
     env = [p["envelope"] for p in points]
     if loss > env[0]:
@@ -590,31 +700,36 @@ def rounds_at_loss(points, loss):
     return math.exp(math.log(rounds[i - 1]) + t * math.log(rounds[i] / rounds[i - 1])), ""
 
 
-def compare(config, points):
-    """The saving of one adaptive configuration against one curve, seed by seed and pooled."""
+def compare(config, points, measure):
+    """The saving of one adaptive configuration against one curve at equal measure, seed by
+    seed and pooled."""
     seeds = []
     for run in config.runs:
-        r_d, flag = rounds_at_loss(points, run.loss)
+        r_d, flag = rounds_at_loss(points, run.final(measure))
         seeds.append({"seed": run.seed, "rounds": run.rounds, "loss": run.loss,
+                      "bpb": run.bpb if measure == "bpb" else None,
                       "R_D": r_d, "saving": 1 - run.rounds / r_d if r_d else None,
                       "flag": flag})
     saving = mean_sd([s["saving"] for s in seeds])
     # The means of the configuration against the curve: less noisy than the seeds one by one.
-    pooled_r_d, pooled_flag = rounds_at_loss(points, config.loss[0])
-    best = min(p["loss"] for p in points)
+    value = config.final(measure)[0]
+    pooled_r_d, pooled_flag = rounds_at_loss(points, value)
+    best = min(p[measure] for p in points)
     return {"n": len(seeds), "rounds": config.rounds, "loss": config.loss,
+            "bpb": bpb_of(config, measure),
             "saving": saving, "saving_n": sum(s["saving"] is not None for s in seeds),
             "lower_bound": any(s["flag"] == LOWER_BOUND for s in seeds),
             "upper_bound": any(s["flag"] == WORSE for s in seeds),
             "pooled": {"R_D": pooled_r_d, "saving": 1 - config.rounds[0] / pooled_r_d,
                        "flag": pooled_flag},
-            "gap_to_best": config.loss[0] - best, "seeds": seeds}
+            "gap_to_best": value - best, "seeds": seeds}
 
 
-def saving_analysis(spec, configs):
-    """Every curve's points and every adaptive configuration against every curve."""
+def saving_analysis(spec, configs, measure):
+    """Every curve's points and every adaptive configuration against every curve, at equal
+    measure ("bpb" or "loss")."""
     curves = {name: {"groups": c["groups"], "where": c.get("where") or {},
-                     "points": curve_points(configs, c)}
+                     "points": curve_points(configs, c, measure)}
               for name, c in (spec.get("curves") or {}).items()}
     adaptive = []
     for group in spec.get("adaptive") or []:
@@ -624,14 +739,14 @@ def saving_analysis(spec, configs):
                     "grid": config.grid if config else {}, "status": "not run yet",
                     "against": {}}
             if config and config.runs:
-                item["against"] = {name: compare(config, curve["points"])
+                item["against"] = {name: compare(config, curve["points"], measure)
                                    for name, curve in curves.items()
                                    if len(curve["points"]) >= 2}
                 item["status"] = "" if item["against"] else "no curve with two points yet"
             adaptive.append(item)
-    return {"definition": "saving = 1 − R_A/R_D at equal eval loss, interpolated on log R "
-                          "along the DiLoCo curve (ALGORITHMS.md §2)",
-            "curves": curves, "adaptive": adaptive}
+    return {"definition": f"saving = 1 − R_A/R_D at equal {MEASURES[measure]}, interpolated on "
+                          "log R along the DiLoCo curve (ALGORITHMS.md §2)",
+            "measure": measure, "curves": curves, "adaptive": adaptive}
 
 
 def percent(value, lower_bound=False, upper_bound=False):
@@ -653,17 +768,19 @@ def pooled_text(pooled):
     return percent(pooled["saving"], pooled["flag"] == LOWER_BOUND, pooled["flag"] == WORSE)
 
 
-def saving_markdown(analysis):
+def saving_markdown(analysis, note):
     """saving.md: the curves' points, then a table of every adaptive configuration against
-    every curve with at least two points."""
-    lines = ["# Saving in rounds at equal eval loss", "",
-             "saving = 1 − R_A/R_D at equal eval loss, interpolated on log R along the DiLoCo "
+    every curve with at least two points; `note` says which measure and why."""
+    measure = analysis["measure"]
+    words = MEASURES[measure]
+    lines = [f"# Saving in rounds at equal {words}", "",
+             f"saving = 1 − R_A/R_D at equal {words}, interpolated on log R along the DiLoCo "
              "curve, as ALGORITHMS.md §2 defines. Each curve point is, per H, the configuration "
-             "with the lowest mean final eval loss over seeds; the inversion uses the curve's "
-             "lower envelope (running minimum of the loss from few rounds to many). An adaptive "
-             "run below the whole curve is compared with the curve's best point: a lower bound "
-             "(≥); a run above the whole curve with its cheapest point: an upper bound (≤). "
-             "Every seed counts in the mean.",
+             f"with the lowest mean final {words} over seeds; the inversion uses the curve's "
+             f"lower envelope (running minimum of the {words} from few rounds to many). An "
+             "adaptive run below the whole curve is compared with the curve's best point: a "
+             "lower bound (≥); a run above the whole curve with its cheapest point: an upper "
+             "bound (≤). Every seed counts in the mean. " + note,
              ""]
     for name, curve in analysis["curves"].items():
         where = ", ".join(f"{k} = {text(v)}" for k, v in curve["where"].items())
@@ -674,19 +791,25 @@ def saving_markdown(analysis):
             lines += [f"{len(curve['points'])} point(s): needs at least two values of H, "
                       "not run yet.", ""]
         if curve["points"]:
-            lines += ["| H | configuration | n | rounds | final eval loss | envelope |",
-                      "| --- | --- | --- | --- | --- | --- |"]
+            columns = ["H", "configuration", "n", "rounds", f"final {words}"] + \
+                (["final eval loss"] if measure == "bpb" else []) + ["envelope"]
+            lines += ["| " + " | ".join(columns) + " |", "|" + " --- |" * len(columns)]
             lines += [f"| {text(p['H'])} | {p['config']} | {p['n']} | {p['rounds']:.1f} | "
-                      f"{pm(p['loss'], p['sd'])} | {p['envelope']:.4f} |"
+                      f"{pm(*point_stat(p, measure))} | " +
+                      (f"{pm(p['loss'], p['sd'])} | " if measure == "bpb" else "") +
+                      f"{p['envelope']:.4f} |"
                       for p in curve["points"]]
             lines.append("")
+    columns = ["configuration", "curve", "n", "rounds", f"final {words}"] + \
+        (["final eval loss"] if measure == "bpb" else []) + \
+        ["saving (seeds used)", "saving of the means", "per seed",
+         f"{measure} gap to best point", "flags"]
     lines += ["## Adaptive configurations against the curves", "",
-              "| configuration | curve | n | rounds | final eval loss | saving (seeds used) | "
-              "saving of the means | per seed | loss gap to best point | flags |",
-              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+              "| " + " | ".join(columns) + " |", "|" + " --- |" * len(columns)]
     for item in analysis["adaptive"]:
         if not item["against"]:
-            lines.append(f"| {item['config']} | | | | | {item['status']} | | | | |")
+            cells = [item["config"]] + [""] * (len(columns) - 6) + [item["status"]] + [""] * 4
+            lines.append("| " + " | ".join(cells) + " |")
         for curve, c in item["against"].items():
             mean, sd = c["saving"]
             saving = "none" if mean is None else percent(mean, c["lower_bound"],
@@ -695,7 +818,8 @@ def saving_markdown(analysis):
             flags = "; ".join(f"s{s['seed']}: {s['flag']}" for s in c["seeds"] if s["flag"])
             lines.append(
                 f"| {item['config']} | {curve} | {c['n']} | {pm(*c['rounds'], fmt='{:.1f}')} | "
-                f"{pm(*c['loss'])} | {saving} ({c['saving_n']}/{c['n']}) | "
+                f"{pm(*c[measure])} | " + (f"{pm(*c['loss'])} | " if measure == "bpb" else "") +
+                f"{saving} ({c['saving_n']}/{c['n']}) | "
                 f"{pooled_text(c['pooled'])} | "
                 f"{', '.join(seed_text(s) for s in c['seeds'])} | {c['gap_to_best']:+.4f} | "
                 f"{flags} |")
@@ -739,8 +863,10 @@ def adaptive_configs(spec, configs):
 
 
 def plot_loss_vs_rounds(path, analysis, spec, configs):
-    """Each curve's points (sd over seeds, H at points) and each adaptive configuration."""
+    """Each curve's points (sd over seeds, H at points) and each adaptive configuration, on the
+    analysis's measure."""
     plt = pyplot()
+    measure = analysis["measure"]
     fig, ax = plt.subplots(figsize=(8, 5))
     ticks = set()
     for name, curve in analysis["curves"].items():
@@ -748,14 +874,15 @@ def plot_loss_vs_rounds(path, analysis, spec, configs):
         if not points:
             continue
         x = [p["rounds"] for p in points]
-        bars = ax.errorbar(x, [p["loss"] for p in points], yerr=[p["sd"] or 0 for p in points],
+        stats = [point_stat(p, measure) for p in points]
+        bars = ax.errorbar(x, [m for m, _ in stats], yerr=[sd or 0 for _, sd in stats],
                            marker="o", ms=4, capsize=3, lw=1, label=name)
         for p in points:
-            ax.annotate(f"H{text(p['H'])}", (p["rounds"], p["loss"]), fontsize=7,
+            ax.annotate(f"H{text(p['H'])}", (p["rounds"], p[measure]), fontsize=7,
                         xytext=(3, 3), textcoords="offset points", color=bars[0].get_color())
         ticks.update(x)
     for i, config in enumerate(adaptive_configs(spec, configs)):
-        (r, r_sd), (l, l_sd) = config.rounds, config.loss
+        (r, r_sd), (l, l_sd) = config.rounds, config.final(measure)
         ax.errorbar([r], [l], xerr=[r_sd or 0], yerr=[l_sd or 0], fmt="sD^vP*X"[i % 7], ms=7,
                     capsize=3, label=f"{config.name} (n={len(config.runs)})")
     ax.set_xscale("log")
@@ -763,23 +890,24 @@ def plot_loss_vs_rounds(path, analysis, spec, configs):
         ax.minorticks_off()
         ax.set_xticks(sorted(ticks), [f"{t:g}" for t in sorted(ticks)])
     ax.set_xlabel("rounds (inter-dc synchronisations), log scale")
-    ax.set_ylabel("final eval loss (mean ± sd over seeds)")
-    ax.set_title("Final eval loss against rounds", fontsize=10)
+    ax.set_ylabel(f"final {MEASURES[measure]} (mean ± sd over seeds)")
+    ax.set_title(f"Final {MEASURES[measure]} against rounds", fontsize=10)
     ax.grid(alpha=0.3)
     save(fig, path, ax)
 
 
-def time_curve(runs, c_tok):
-    """(simulated time, eval loss) over training, averaged over the runs (seeds) at equal
+def time_curve(runs, c_tok, measure):
+    """(simulated time, measure) over training, averaged over the runs (seeds) at equal
     simulated time; a run's time at an evaluation is the tokens done by its step × c_tok + the
     link seconds of the rounds ended at or before the step. The first and last points are the
-    means of the runs' first and last evaluations (time and loss); between them, at every time
+    means of the runs' first and last evaluations (time and value); between them, at every time
     at which a run evaluated strictly inside the span that every run covers, the mean of the
-    runs' losses interpolated linearly in time. Runs that evaluate at the same times (one fixed
+    runs' values interpolated linearly in time. Runs that evaluate at the same times (one fixed
     batch and one fixed H) give the means at those times. Seeds whose batches or intervals
     differ evaluate at different times and end at different steps: averaging at equal steps
     would mix different amounts of training."""
-    series = [sorted((sim_time(run, step, c_tok), loss) for step, loss in run.evals())
+    series = [sorted((sim_time(run, step, c_tok), value)
+                     for step, value in run.evals(measure))
               for run in runs]
     series = [s for s in series if s]
     if not series:
@@ -798,11 +926,12 @@ def time_curve(runs, c_tok):
 
 
 def plot_loss_vs_time(path, analysis, spec, configs, runs, c_tok):
-    """Eval loss over training at the configured link: every curve's chosen configuration per
-    H (thin, coloured by H, dashed differently within an H) and every adaptive configuration
-    (thick). In a sweep with adaptive batches, every other configuration too: fixed batches
-    thin and dashed, adaptive batches thick."""
+    """The analysis's measure (eval bpb or eval loss) over training at the configured link:
+    every curve's chosen configuration per H (thin, coloured by H, dashed differently within
+    an H) and every adaptive configuration (thick). In a sweep with adaptive batches, every
+    other configuration too: fixed batches thin and dashed, adaptive batches thick."""
     plt = pyplot()
+    measure = analysis["measure"]
     by_name = {config.name: config for config in configs}
     chosen = {}
     for name, curve in analysis["curves"].items():
@@ -815,24 +944,25 @@ def plot_loss_vs_time(path, analysis, spec, configs, runs, c_tok):
         config = by_name[name]
         h = loose(config.setting("interval.H"))
         drawn[h] = drawn.get(h, -1) + 1
-        ax.plot(*time_curve(config.runs, c_tok), lw=1,
+        ax.plot(*time_curve(config.runs, c_tok, measure), lw=1,
                 color=plt.cm.viridis(hs.index(h) / len(hs)),
                 ls=["-", "--", ":", "-."][drawn[h] % 4], label=f"{name} ({', '.join(curves)})")
     adaptive = adaptive_configs(spec, configs)
     for config in adaptive:
-        ax.plot(*time_curve(config.runs, c_tok), lw=2.5, label=config.name)
+        ax.plot(*time_curve(config.runs, c_tok, measure), lw=2.5, label=config.name)
     if any(config.adaptive_batch for config in configs):
         for config in configs:
             if config.runs and config.name not in chosen and config not in adaptive:
                 batch = config.adaptive_batch
-                ax.plot(*time_curve(config.runs, c_tok), lw=2 if batch else 1,
+                ax.plot(*time_curve(config.runs, c_tok, measure), lw=2 if batch else 1,
                         ls="-" if batch else "--",
                         label=f"{config.name} ({'adaptive' if batch else 'fixed'} batch)")
     ax.set_xlabel(f"simulated time (s) = tokens so far × c_tok + link seconds so far; c_tok = "
                   f"median (sim_time_s − exposed_link_s)/tokens = {1e6 * c_tok:.4g} µs per token",
                   fontsize=8)
-    ax.set_ylabel("eval loss (mean over seeds)")
-    ax.set_title(f"Eval loss against simulated wall-clock, link {link_text(runs)}", fontsize=10)
+    ax.set_ylabel(f"{MEASURES[measure]} (mean over seeds)")
+    ax.set_title(f"{MEASURES[measure].capitalize()} against simulated wall-clock, link "
+                 f"{link_text(runs)}", fontsize=10)
     ax.grid(alpha=0.3)
     save(fig, path, ax)
 
@@ -924,12 +1054,13 @@ def fp32_twin(config, configs):
     return None
 
 
-def wire_markdown(configs):
+def wire_markdown(configs, measure):
     """wire.md: one row per configuration, seeds pooled: its wire format, error feedback,
     rounds, the bytes of a round's messages and sent on the link (all dcs), their ratio to the
-    fp32 twin's, and the final eval loss against the twin's."""
+    fp32 twin's, and the final eval loss (and bpb), the measure against the twin's."""
     columns = ["group", "wire_dtype", "error feedback", "n", "rounds", "message bytes / round",
-               "sent bytes / round", "bytes vs fp32", "final eval loss", "loss vs fp32"]
+               "sent bytes / round", "bytes vs fp32", "final eval loss"] + \
+        bpb_columns(measure) + [f"{measure} vs fp32"]
     lines = ["| " + " | ".join(columns) + " |", "|" + " --- |" * len(columns)]
     for config in configs:
         rs = config.runs
@@ -942,44 +1073,59 @@ def wire_markdown(configs):
 
         ratio = per_round(rs, "sent_bytes") / per_round(twin.runs, "sent_bytes") \
             if twin and per_round(twin.runs, "sent_bytes") > 0 else None
-        loss, twin_loss = config.loss[0], twin.loss[0] if twin else None
+        value, twin_value = config.final(measure)[0], twin.final(measure)[0] if twin else None
         first = rs[0].config
         lines.append("| " + " | ".join([
             config.group, text(first.get("outer.wire_dtype", "fp32")),
             "yes" if first.get("outer.error_feedback") else "no", str(len(rs)),
             pm(*config.rounds, fmt="{:.1f}"), si(per_round(rs, "inter_dc_bytes")) + "B",
             si(per_round(rs, "sent_bytes")) + "B", f"{ratio:.3f}" if ratio else "–",
-            pm(*config.loss),
-            f"{100 * (loss / twin_loss - 1):+.2f}%" if twin_loss else "–"]) + " |")
+            pm(*config.loss)] + bpb_cells(config, measure) +
+            [f"{100 * (value / twin_value - 1):+.2f}%" if twin_value else "–"]) + " |")
     lines += ["", "mean ± sample sd over seeds. message bytes: the all-reduced messages of a "
               "round (values, block scales, scalars), all dcs; sent bytes: what the dcs sent on "
               "the link for it (summary.json sent_bytes / rounds), which the link time is "
               "charged for. vs fp32: against the configuration with the same settings in fp32 "
-              "without error feedback (the bytes per round, the mean final eval loss)."]
+              "without error feedback (the bytes per round, the mean final "
+              f"{MEASURES[measure]})."]
     return "\n".join(lines) + "\n"
 
 
 # ---------------------------------------------------------------- time to a target loss
 
 
-def target_loss(spec, configs):
-    """The spec's time_to_target target: its `loss`, else the mean final eval loss of every
-    run of its `reference` group times 1 + `within` (default 0.01); None without a
-    time_to_target or without finished reference runs."""
+def target_measure(spec, measure):
+    """The measure of the time to target, given the report's: an absolute target names its own
+    (`bpb: B` eval bpb, used when the report is on bpb; `loss: L` eval loss); a relative one
+    (`reference`, `within`) is on the report's."""
+    t = spec.get("time_to_target") or {}
+    if t.get("bpb") is not None and (measure == "bpb" or t.get("loss") is None):
+        return "bpb"
+    return "loss" if t.get("loss") is not None else measure
+
+
+def target_value(spec, configs, measure):
+    """The spec's time_to_target target on target_measure: its `bpb` or `loss`, else the mean
+    final measure of every run of its `reference` group times 1 + `within` (default 0.01); None
+    without a time_to_target, without finished reference runs, or with a bpb target in a report
+    on eval loss (some run lacks bpb)."""
     t = spec.get("time_to_target")
     if not t:
         return None
-    if t.get("loss") is not None:
-        return float(t["loss"])
-    finals = [r.loss for c in configs if c.group == t.get("reference") for r in c.runs]
+    own = target_measure(spec, measure)
+    if own == "bpb" and measure != "bpb":
+        return None
+    if t.get(own) is not None:
+        return float(t[own])
+    finals = [r.final(own) for c in configs if c.group == t.get("reference") for r in c.runs]
     return float(np.mean(finals)) * (1.0 + float(t.get("within", 0.01))) if finals else None
 
 
-def run_time_to_target(run, target, c_tok):
-    """(inner step, simulated seconds) at which the run's eval loss first reaches the target,
+def run_time_to_target(run, target, c_tok, measure):
+    """(inner step, simulated seconds) at which the run's measure first reaches the target,
     both interpolated linearly between the two evaluations that bracket it (at the first
     evaluation if that one reaches it already); None if no evaluation reaches it."""
-    points = sorted(run.evals())
+    points = sorted(run.evals(measure))
     previous = None
     for step, loss in points:
         if loss <= target:
@@ -994,17 +1140,18 @@ def run_time_to_target(run, target, c_tok):
     return None
 
 
-def time_to_target_rows(spec, configs, c_tok):
+def time_to_target_rows(spec, configs, c_tok, measure):
     """One row per configuration: (config, link value, reached runs, seconds, steps, the
     post-hoc exposed link and utilisation), ordered by the spec's `by` axis (as listed in the
-    grid) and then by configuration order."""
-    target = target_loss(spec, configs)
+    grid) and then by configuration order; with the target on target_measure."""
+    target = target_value(spec, configs, measure)
+    measure = target_measure(spec, measure)
     by = spec["time_to_target"].get("by")
     rows = []
     for order, config in enumerate(configs):
         if not config.runs:
             continue
-        reached = [run_time_to_target(r, target, c_tok) for r in config.runs]
+        reached = [run_time_to_target(r, target, c_tok, measure) for r in config.runs]
         exposed = [r.exposed_link_s(c_tok) for r in config.runs]
         compute = [r.tokens * c_tok for r in config.runs]
         rows.append({
@@ -1019,19 +1166,22 @@ def time_to_target_rows(spec, configs, c_tok):
     return target, by, rows
 
 
-def time_to_target_markdown(spec, configs, c_tok):
-    """time_to_target.md: the simulated time of every configuration to the spec's target eval
-    loss, with its ratio to the reference group's at the same link."""
-    target, by, rows = time_to_target_rows(spec, configs, c_tok)
+def time_to_target_markdown(spec, configs, c_tok, measure, note):
+    """time_to_target.md: the simulated time of every configuration to the spec's target (eval
+    bpb or eval loss, target_measure), with its ratio to the reference group's at the same link;
+    `note` says which measure the report is on and why."""
+    target, by, rows = time_to_target_rows(spec, configs, c_tok, measure)
+    own = target_measure(spec, measure)
     t = spec["time_to_target"]
     reference = {}  # the reference group's first configuration at each value of `by`
     for row in rows:
         if row["config"].group == t.get("reference"):
             reference.setdefault(row["by"], row["seconds"][0])
-    lines = ["| group | " + (f"{by} | " if by else "") +
-             "reached | steps to target | simulated s to target | vs reference | "
-             "exposed link s (run) | utilisation (simulated) | final eval loss |",
-             "|" + " --- |" * (9 if by else 8)]
+    columns = ["group"] + ([by] if by else []) + [
+        "reached", "steps to target", "simulated s to target", "vs reference",
+        "exposed link s (run)", "utilisation (simulated)", "final eval loss"] + \
+        bpb_columns(measure)
+    lines = ["| " + " | ".join(columns) + " |", "|" + " --- |" * len(columns)]
     for row in rows:
         seconds = row["seconds"][0]
         ref = reference.get(row["by"])
@@ -1040,10 +1190,12 @@ def time_to_target_markdown(spec, configs, c_tok):
             [row["config"].group] + ([text(row["by"])] if by else []) +
             [f"{row['reached']}/{row['n']}", pm(*row["steps"], fmt="{:.0f}"),
              pm(*row["seconds"], fmt="{:.1f}"), ratio, pm(*row["exposed"], fmt="{:.1f}"),
-             pm(*row["utilisation"], fmt="{:.3f}"), pm(*row["config"].loss)]) + " |")
-    source = (f"{t['reference']}'s mean final eval loss × {1 + float(t.get('within', 0.01)):g}"
-              if t.get("loss") is None else "the spec's time_to_target.loss")
-    lines += ["", f"Target eval loss {target:.4f} ({source}). reached: runs (seeds) whose "
+             pm(*row["utilisation"], fmt="{:.3f}"), pm(*row["config"].loss)] +
+            bpb_cells(row["config"], measure)) + " |")
+    source = (f"{t['reference']}'s mean final {MEASURES[own]} × "
+              f"{1 + float(t.get('within', 0.01)):g}"
+              if t.get(own) is None else f"the spec's time_to_target.{own}")
+    lines += ["", f"Target {MEASURES[own]} {target:.4f} ({source}). reached: runs (seeds) whose "
               "evaluations reach it; steps and simulated seconds to target: mean ± sample sd "
               "over those runs, each interpolated linearly between the two evaluations that "
               "bracket the target. Simulated time: tokens done × c_tok + the exposed link "
@@ -1052,26 +1204,37 @@ def time_to_target_markdown(spec, configs, c_tok):
               f"{cost_text([r for row in rows for r in row['config'].runs], c_tok)}. vs "
               "reference: the mean time over that of the reference group's first "
               f"configuration at the same {by or 'setting'}. utilisation (simulated): tokens × c_tok / (that + the whole "
-              "run's exposed link seconds)."]
+              "run's exposed link seconds). " + note]
     return "\n".join(lines) + "\n"
 
 
-def plot_time_to_target(path, spec, configs, c_tok):
-    """Eval loss against simulated time, one panel per value of the spec's `by` axis, one line
-    per configuration (seeds averaged at equal time), the target as a dotted line."""
+def target_window(target, measure):
+    """The y range of time_to_target.png around the target: 0.15 nats below to 0.6 above on
+    eval loss; on bpb the same in proportion to the target (about −6% to +25%, as at a loss of
+    2.4), since a nat per token is no fixed number of bits per byte."""
+    if measure == "loss":
+        return target - 0.15, target + 0.6
+    return target * (1 - 0.15 / 2.4), target * (1 + 0.6 / 2.4)
+
+
+def plot_time_to_target(path, spec, configs, c_tok, measure):
+    """The target's measure (target_measure) against simulated time, one panel per value of
+    the spec's `by` axis, one line per configuration (seeds averaged at equal time), the target
+    as a dotted line."""
     plt = pyplot()
-    target, by, rows = time_to_target_rows(spec, configs, c_tok)
+    target, by, rows = time_to_target_rows(spec, configs, c_tok, measure)
+    measure = target_measure(spec, measure)
     values = list(dict.fromkeys(row["by"] for row in rows))
     fig, axes = plt.subplots(1, len(values), figsize=(5.5 * len(values), 4), squeeze=False)
     for ax, value in zip(axes[0], values):
         for row in (r for r in rows if r["by"] == value):
-            times, losses = time_curve(row["config"].runs, c_tok)
-            ax.plot(times, losses, label=row["config"].group)
+            times, measured = time_curve(row["config"].runs, c_tok, measure)
+            ax.plot(times, measured, label=row["config"].group)
         ax.axhline(target, color="grey", ls=":", lw=1, label=f"target {target:.3f}")
         ax.set_title(f"{by} = {text(value)}" if by else "")
         ax.set_xlabel("simulated time (s)")
-        ax.set_ylabel("eval loss")
-        ax.set_ylim(target - 0.15, target + 0.6)
+        ax.set_ylabel(MEASURES[measure])
+        ax.set_ylim(*target_window(target, measure))
         ax.grid(alpha=0.3)
     axes[0][-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
     fig.savefig(path, dpi=120, bbox_inches="tight")
@@ -1082,7 +1245,8 @@ def plot_time_to_target(path, spec, configs, c_tok):
 
 
 def report(out_dir):
-    """Write results.csv, table.md, saving.md/.json, batch.md (with adaptive batches),
+    """Write results.csv, table.md, saving.md/.json (every comparison on eval bpb when every
+    run has it, else eval loss: choose_measure), batch.md (with adaptive batches),
     overlap.md (with overlapped syncs), wire.md (with compressed formats), time_to_target.md
     (with a time_to_target in the spec) and the
     plots for the finished runs of the sweep in out_dir; print the paths (stderr) and the
@@ -1092,7 +1256,9 @@ def report(out_dir):
         print(f"sweep_report: no finished runs in {out_dir} yet", file=sys.stderr)
         return
     c_tok = compute_per_token(runs)
-    analysis = saving_analysis(spec, configs)
+    measure = choose_measure(runs)
+    note = measure_text(measure, runs)
+    analysis = saving_analysis(spec, configs, measure)
     adaptive_batch = any(r.adaptive_batch for r in runs)
     written = []
 
@@ -1101,17 +1267,21 @@ def report(out_dir):
         return written[-1]
 
     write_results_csv(path("results.csv"), entries, runs)
-    markdown = {"table.md": table_markdown(configs, entries, runs, c_tok),
-                "saving.md": saving_markdown(analysis)}
+    markdown = {"table.md": table_markdown(configs, entries, runs, c_tok, measure),
+                "saving.md": saving_markdown(analysis, note)}
     if adaptive_batch:
-        markdown["batch.md"] = batch_markdown(configs, entries, runs, c_tok)
+        markdown["batch.md"] = batch_markdown(configs, entries, runs, c_tok, measure)
     if any(overlapped(r) for r in runs):
-        markdown["overlap.md"] = overlap_markdown(configs, entries)
+        markdown["overlap.md"] = overlap_markdown(configs, entries, measure)
     if any(compressed(r) for r in runs):
-        markdown["wire.md"] = wire_markdown(configs)
-    timed = c_tok is not None and target_loss(spec, configs) is not None
+        markdown["wire.md"] = wire_markdown(configs, measure)
+    timed = c_tok is not None and target_value(spec, configs, measure) is not None
     if timed:
-        markdown["time_to_target.md"] = time_to_target_markdown(spec, configs, c_tok)
+        markdown["time_to_target.md"] = time_to_target_markdown(spec, configs, c_tok, measure,
+                                                                note)
+    elif target_measure(spec, measure) == "bpb" and measure == "loss":
+        print("sweep_report: no time_to_target.md: time_to_target.bpb needs eval bpb in every "
+              "run. " + note, file=sys.stderr)
     for name, body in markdown.items():
         with open(path(name), "w") as f:
             f.write(body)
@@ -1128,11 +1298,12 @@ def report(out_dir):
     if adaptive_batch:
         plot_batch_over_training(path("batch_over_training.png"), configs)
     if timed:
-        plot_time_to_target(path("time_to_target.png"), spec, configs, c_tok)
+        plot_time_to_target(path("time_to_target.png"), spec, configs, c_tok, measure)
     for body in markdown.values():
         print(body)
     for p in written:
         print(f"sweep_report: wrote {p}", file=sys.stderr)
+    print(f"sweep_report: compared on {MEASURES[measure]}", file=sys.stderr)
 
 
 def main():

@@ -23,6 +23,9 @@ struct Args {
   bool ckpt = false;
   bool train = false;
   bool overlap = false;
+  // --tokenize: the arguments after it go to autoloco-prepare --bench (tokenize.cpp).
+  bool tokenize = false;
+  std::vector<std::string> tokenize_args;
   int64_t steps = 30;
   int64_t warmup = 5;
   int64_t repeats = 3;
@@ -86,6 +89,11 @@ int comm(const Args& args);
 // WAN model with the measured latency (link.cpp).
 JsonObject link_report(const Args& args, const Topology& topo, MpiCommunicator& world,
                        MpiCommunicator& intra, MpiCommunicator& inter);
+
+// autoloco-prepare's SentencePiece encoding against spm_encode on the same model and text: runs
+// autoloco-prepare --bench next to this executable (SentencePiece cannot be loaded beside
+// Debian's LibTorch).
+int tokenize(const Args& args);
 
 // The checkpoint write/read path (HDF5, CRC-32, manifest, rename) against plain POSIX I/O of the
 // same bytes on the same disk, in one process.

@@ -26,10 +26,10 @@
 #include <vector>
 
 #include "autoloco/ckpt/checkpoint_dir.hpp"
-#include "autoloco/ckpt/crc32.hpp"
 #include "autoloco/ckpt/h5_file.hpp"
 #include "autoloco/ckpt/layout.hpp"
 #include "autoloco/ckpt/manifest.hpp"
+#include "autoloco/util/crc32.hpp"
 #include "autoloco/util/error.hpp"
 #include "autoloco/util/json.hpp"
 #include "autoloco/util/timer.hpp"

@@ -8,7 +8,9 @@
 //   mpirun -n N autoloco-bench --comm [--ranks-per-dc R] [--sizes n1,n2,...] [--iters I]
 //                  [--warmup W] [--link-gbps B [--mtu M]]
 //   autoloco-bench --ckpt [--bytes N[K|M|G]] [--dir D] [--repeat R]
-// See train.cpp, throughput.cpp, overlap.cpp, comm.cpp, link.cpp and ckpt.cpp for what each
+//   autoloco-bench --tokenize --sp-model M [--threads N] [--repeat R] [--spm-encode P] TEXT
+// See train.cpp, throughput.cpp, overlap.cpp, comm.cpp, link.cpp, ckpt.cpp and tokenize.cpp for
+// what each
 // measures.
 #include <mpi.h>
 
@@ -37,7 +39,9 @@ constexpr const char* kUsage =
     "[--repeats R]\n"
     "       mpirun -n N autoloco-bench --comm [--ranks-per-dc R] [--sizes n1,n2,...] "
     "[--iters I] [--warmup W] [--link-gbps B [--mtu M]]\n"
-    "       autoloco-bench --ckpt [--bytes N[K|M|G]] [--dir D] [--repeat R]\n";
+    "       autoloco-bench --ckpt [--bytes N[K|M|G]] [--dir D] [--repeat R]\n"
+    "       autoloco-bench --tokenize --sp-model M [--threads N] [--repeat R] "
+    "[--spm-encode P] TEXT\n";
 
 // std::stoll/stod alone would report "stoll" for "--steps ten": name the argument instead.
 template <class T, class Convert>
@@ -124,6 +128,10 @@ Args parse_args(int argc, char** argv) {
       a.comm = true;
     } else if (arg == "--ckpt") {
       a.ckpt = true;
+    } else if (arg == "--tokenize") {
+      a.tokenize = true;
+      a.tokenize_args.assign(argv + i + 1, argv + argc);
+      break;
     } else if (arg == "--bytes") {
       a.ckpt_bytes = parse_bytes(value());
     } else if (arg == "--dir") {
@@ -163,10 +171,12 @@ Args parse_args(int argc, char** argv) {
       throw ConfigError("unknown argument '" + arg + "'\n" + kUsage);
     }
   }
-  if (int{a.train} + int{a.throughput} + int{a.overlap} + int{a.comm} + int{a.ckpt} != 1) {
-    throw ConfigError(
-        std::string("choose one benchmark: --train, --throughput, --overlap, --comm or --ckpt\n") +
-        kUsage);
+  if (int{a.train} + int{a.throughput} + int{a.overlap} + int{a.comm} + int{a.ckpt} +
+          int{a.tokenize} !=
+      1) {
+    throw ConfigError(std::string("choose one benchmark: --train, --throughput, --overlap, "
+                                  "--comm, --ckpt or --tokenize\n") +
+                      kUsage);
   }
   if (a.steps <= 0 || a.warmup < 0 || a.repeats <= 0 || a.iters <= 0 || a.ranks_per_dc <= 0) {
     throw ConfigError("--steps, --repeats, --iters and --ranks-per-dc must be > 0, --warmup >= 0");
@@ -183,6 +193,17 @@ Args parse_args(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // --tokenize becomes another executable: before MPI starts, whose runtime would see this
+  // process vanish without MPI_Finalize.
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) != "--tokenize") continue;
+    try {
+      return bench::tokenize(parse_args(argc, argv));
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "error: %s\n", e.what());
+      return 2;
+    }
+  }
   autoloco::init_mpi_multithreaded(&argc, &argv);
   int code = 0;
   try {

@@ -7,8 +7,8 @@
 #include <regex>
 #include <sstream>
 
-#include "autoloco/ckpt/crc32.hpp"
 #include "autoloco/ckpt/layout.hpp"
+#include "autoloco/util/crc32.hpp"
 #include "autoloco/util/error.hpp"
 #include "ckpt_tool.hpp"
 

@@ -1,5 +1,6 @@
-// autoloco-prepare: turns a directory of text (e.g. Python's reST docs) into byte-level
-// train/val token shards for autoloco-train, and reports the entropy bound to beat.
+// autoloco-prepare: turns text (a directory of Python's reST docs, or one novel.txt) into
+// train/val token shards for autoloco-train, as bytes or SentencePiece subwords, and reports
+// the entropy bound to beat and the bytes per token that bits per byte need.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -13,28 +14,48 @@
 #include "autoloco/data/prepare.hpp"
 #include "autoloco/util/error.hpp"
 #include "autoloco/util/timer.hpp"
+#include "bench_tokenize.hpp"
 
 namespace {
 
 constexpr const char* kUsage = R"(usage: autoloco-prepare [options] INPUT...
 
-Reads text files (INPUTs are files or directories, walked recursively in sorted order),
-tokenizes them as bytes (vocabulary 256) and writes token shards for autoloco-train:
-  OUT/train_000.bin ...  OUT/val_000.bin ...  OUT/prepare.json
-Each file goes wholly to train or val; documents are separated by a newline byte.
+Reads text files (INPUTs are files or directories, walked recursively in sorted order), cuts
+them into documents, splits the documents into train and val, tokenizes them and writes token
+shards for autoloco-train:
+  OUT/train_000.bin ...  OUT/val_000.bin ...  OUT/prepare.json  [OUT/tokenizer.model]
+Each document is followed by a newline. prepare.json records the tokenizer, its vocabulary
+(model.vocab_size must equal it) and the val split's bytes per token (for eval_bpb).
 
 options:
   --out DIR           output directory (default data/pydoc, where the quickstart config reads)
-  --val-fraction F    expected share of files in the validation split, in (0, 1) (default 0.05)
+  --tokenizer NAME    bytes (vocabulary 256, the default) or sentencepiece
+  --vocab-size N      sentencepiece: train a model of N pieces on the training split only
+  --sp-model-type T   sentencepiece: bpe (default) or unigram
+  --sp-model FILE     sentencepiece: use this model instead of training one (copied to OUT)
+  --val-fraction F    expected share of documents in the validation split, in (0, 1)
+                      (default 0.05)
+  --doc-bytes N|auto  cut files longer than N bytes into documents at blank lines (default
+                      auto: whole files when there are at least 20/F of them, else pieces
+                      sized so that val gets about 20 documents)
   --ext LIST          keep only files ending in one of these comma-separated suffixes, e.g.
                       .rst,.txt (default: every file with no NUL byte in its first 4 KiB)
   --shard-tokens N    maximum tokens per shard (default 8388608)
-  --seed S            seed of the per-file train/val split (default 1337)
+  --seed S            seed of the per-document train/val split (default 1337)
+  --threads N         threads that tokenize and train (default: every core)
   --overwrite         replace prepared data already in DIR
   -h, --help          print this help
 
-example:
+benchmark (what autoloco-bench --tokenize runs; JSON on stdout):
+  autoloco-prepare --bench --sp-model M [--threads N] [--repeat R] [--spm-encode P] TEXT
+                      encoding of TEXT with model M, 1 thread and N threads, against
+                      sentencepiece's spm_encode (P, default spm_encode from PATH)
+
+examples:
   autoloco-prepare --out data/pydoc /usr/share/doc/python3.11/html/_sources
+  autoloco-prepare --tokenizer sentencepiece --vocab-size 4096 --out data/pydoc-sp4k \
+      /usr/share/doc/python3.11/html/_sources
+  autoloco-prepare --out data/novel novel.txt
 )";
 
 // Bad command lines exit with 2, data problems with 1.
@@ -116,8 +137,14 @@ class Args {
   bool has_pending_ = false;
 };
 
+// --bench and its options (bench_tokenize.hpp).
+struct BenchRequest {
+  bool requested = false;
+  autoloco::BenchTokenizeOptions options;
+};
+
 // Returns false when --help was asked for.
-bool parse(int argc, char** argv, autoloco::PrepareOptions& options) {
+bool parse(int argc, char** argv, autoloco::PrepareOptions& options, BenchRequest& bench) {
   Args args(argc, argv);
   while (!args.done()) {
     const std::string arg = args.next();
@@ -132,9 +159,35 @@ bool parse(int argc, char** argv, autoloco::PrepareOptions& options) {
       options.shard_tokens = parse_count(arg, args.value(arg));
     } else if (arg == "--seed") {
       options.seed = parse_count(arg, args.value(arg));
+    } else if (arg == "--tokenizer") {
+      options.tokenizer = args.value(arg);
+    } else if (arg == "--vocab-size") {
+      options.vocab_size = static_cast<int64_t>(parse_count(arg, args.value(arg)));
+      if (options.vocab_size == 0) throw UsageError("--vocab-size must be positive");
+    } else if (arg == "--sp-model-type") {
+      options.sp_model_type = args.value(arg);
+    } else if (arg == "--sp-model") {
+      options.sp_model = args.value(arg);
+    } else if (arg == "--doc-bytes") {
+      const std::string value = args.value(arg);
+      options.doc_bytes = value == "auto" ? 0 : parse_count(arg, value);
+      if (value != "auto" && options.doc_bytes == 0) {
+        throw UsageError("--doc-bytes must be positive or auto");
+      }
+    } else if (arg == "--threads") {
+      options.threads = static_cast<int>(parse_count(arg, args.value(arg)));
+      if (options.threads <= 0) throw UsageError("--threads must be positive");
     } else if (arg == "--overwrite") {
       args.expect_no_value(arg);
       options.overwrite = true;
+    } else if (arg == "--bench") {
+      args.expect_no_value(arg);
+      bench.requested = true;
+    } else if (arg == "--repeat") {
+      bench.options.repeats = static_cast<int64_t>(parse_count(arg, args.value(arg)));
+      if (bench.options.repeats <= 0) throw UsageError("--repeat must be positive");
+    } else if (arg == "--spm-encode") {
+      bench.options.spm_encode = args.value(arg);
     } else if (arg.size() > 1 && arg[0] == '-') {
       throw UsageError(fmt::format("unknown option '{}'", arg));
     } else {
@@ -142,10 +195,37 @@ bool parse(int argc, char** argv, autoloco::PrepareOptions& options) {
     }
   }
   if (options.inputs.empty()) throw UsageError("no INPUT given: name text files or directories");
+  if (bench.requested) {
+    if (options.sp_model.empty() || options.inputs.size() != 1) {
+      throw UsageError("--bench needs --sp-model FILE and one text file");
+    }
+    bench.options.model = options.sp_model;
+    bench.options.text = options.inputs.front();
+    bench.options.threads = options.threads;
+    return true;
+  }
   if (!(options.val_fraction > 0.0 && options.val_fraction < 1.0)) {
     throw UsageError(fmt::format("--val-fraction must be in (0, 1), got {}", options.val_fraction));
   }
   if (options.shard_tokens == 0) throw UsageError("--shard-tokens must be positive");
+  if (options.tokenizer != "bytes" && options.tokenizer != "sentencepiece") {
+    throw UsageError(
+        fmt::format("--tokenizer must be bytes or sentencepiece, got '{}'", options.tokenizer));
+  }
+  const bool sp_flags = options.vocab_size != 0 || !options.sp_model.empty();
+  if (options.tokenizer == "bytes" && sp_flags) {
+    throw UsageError("--vocab-size and --sp-model need --tokenizer sentencepiece");
+  }
+  if (options.tokenizer == "sentencepiece" &&
+      (options.vocab_size != 0) == !options.sp_model.empty()) {
+    throw UsageError(
+        "--tokenizer sentencepiece needs --vocab-size N (train a model) or --sp-model FILE "
+        "(use one), exactly one of them");
+  }
+  if (options.sp_model_type != "bpe" && options.sp_model_type != "unigram") {
+    throw UsageError(
+        fmt::format("--sp-model-type must be bpe or unigram, got '{}'", options.sp_model_type));
+  }
   return true;
 }
 
@@ -153,16 +233,36 @@ void print_summary(const autoloco::PrepareOptions& options, const autoloco::Prep
                    double seconds) {
   fmt::print("prepared {} files ({} bytes; {} skipped by the filters) into {} in {:.1f} s\n",
              r.files, r.bytes, r.skipped_files, options.out_dir, seconds);
-  fmt::print("  train: {} files, {} tokens, {} shards\n", r.train_files, r.train_tokens,
+  if (r.whole_files) {
+    fmt::print("  {} documents: one per file\n", r.documents);
+  } else {
+    fmt::print("  {} documents: files cut at blank lines into pieces of at most {} bytes\n",
+               r.documents, r.doc_bytes);
+  }
+  fmt::print("  train: {} documents, {} tokens, {} shards\n", r.train_documents, r.train_tokens,
              r.train_shards.size());
-  fmt::print("  val:   {} files, {} tokens, {} shards\n", r.val_files, r.val_tokens,
+  fmt::print("  val:   {} documents, {} tokens, {} shards\n", r.val_documents, r.val_tokens,
              r.val_shards.size());
-  fmt::print("  vocab_size {} (bytes)\n", r.vocab_size);
-  if (r.val_files == 0) {
-    fmt::print("  warning: no validation split (one input file); give more files\n");
+  if (r.tokenizer == "bytes") {
+    fmt::print("  tokenizer bytes: vocab_size {}\n", r.vocab_size);
+  } else {
+    fmt::print("  tokenizer sentencepiece ({}): vocab_size {}, {}/{}{}\n", r.sp_model_type,
+               r.vocab_size, options.out_dir, r.tokenizer_model,
+               r.train_tokenizer_s > 0 ? fmt::format(", trained in {:.1f} s", r.train_tokenizer_s)
+                                       : std::string());
+  }
+  const double mb = static_cast<double>(r.train_bytes + r.val_bytes) / 1e6;
+  fmt::print("  tokenized {:.1f} MB in {:.2f} s ({:.1f} MB/s), {} bits per token in the shards\n",
+             mb, r.tokenize_s, r.tokenize_s > 0 ? mb / r.tokenize_s : 0.0, r.token_bits);
+  for (const auto& warning : r.warnings)
+    fmt::print("  warning: {}\n", warning);
+  if (r.val_documents == 0) {
+    fmt::print("  warning: no validation split (one document); give more text\n");
     return;
   }
-  fmt::print("  val unigram entropy: {:.4f} nats\n", r.val_unigram_entropy_nats);
+  fmt::print("  val: {:.4f} bytes per token; set model.vocab_size: {}\n", r.val_bytes_per_token(),
+             r.vocab_size);
+  fmt::print("  val unigram entropy: {:.4f} nats per token\n", r.val_unigram_entropy_nats);
   fmt::print("  a model must reach eval loss <= 60% of that entropy = {:.4f} nats\n",
              0.6 * r.val_unigram_entropy_nats);
 }
@@ -171,8 +271,9 @@ void print_summary(const autoloco::PrepareOptions& options, const autoloco::Prep
 
 int main(int argc, char** argv) {
   autoloco::PrepareOptions options;
+  BenchRequest bench;
   try {
-    if (!parse(argc, argv, options)) {
+    if (!parse(argc, argv, options, bench)) {
       std::fputs(kUsage, stdout);
       return 0;
     }
@@ -181,6 +282,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
+    if (bench.requested) return autoloco::bench_tokenize(bench.options);
     const autoloco::Timer timer;
     const autoloco::PrepareReport report = autoloco::prepare_corpus(options);
     print_summary(options, report, timer.seconds());

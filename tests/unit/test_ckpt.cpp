@@ -13,10 +13,10 @@
 #include "../support/temp_dir.hpp"
 #include "autoloco/ckpt/checkpoint_dir.hpp"
 #include "autoloco/ckpt/compatibility.hpp"
-#include "autoloco/ckpt/crc32.hpp"
 #include "autoloco/ckpt/h5_file.hpp"
 #include "autoloco/ckpt/layout.hpp"
 #include "autoloco/ckpt/manifest.hpp"
+#include "autoloco/util/crc32.hpp"
 #include "autoloco/util/error.hpp"
 
 using namespace autoloco;

@@ -41,6 +41,23 @@ if(NOT AUTOLOCO_CUDA STREQUAL "OFF")
   endif()
 endif()
 
+# SentencePiece (Debian's libsentencepiece-dev): autoloco-prepare's subword tokenizer. Optional, so
+# that a GPU machine without it still builds the trainer; prepare the data on a machine with it.
+set(AUTOLOCO_HAVE_SENTENCEPIECE OFF)
+if(NOT AUTOLOCO_SENTENCEPIECE STREQUAL "OFF")
+  find_path(SENTENCEPIECE_INCLUDE_DIR sentencepiece_processor.h)
+  find_library(SENTENCEPIECE_LIBRARY sentencepiece)
+  find_library(SENTENCEPIECE_TRAIN_LIBRARY sentencepiece_train)
+  if(SENTENCEPIECE_INCLUDE_DIR AND SENTENCEPIECE_LIBRARY AND SENTENCEPIECE_TRAIN_LIBRARY)
+    set(AUTOLOCO_HAVE_SENTENCEPIECE ON)
+  elseif(AUTOLOCO_SENTENCEPIECE STREQUAL "ON")
+    message(FATAL_ERROR "AUTOLOCO_SENTENCEPIECE=ON but SentencePiece was not found (header "
+                        "${SENTENCEPIECE_INCLUDE_DIR}, libraries ${SENTENCEPIECE_LIBRARY} "
+                        "${SENTENCEPIECE_TRAIN_LIBRARY}); install libsentencepiece-dev "
+                        "(scripts/setup.sh) or configure with -DAUTOLOCO_SENTENCEPIECE=OFF")
+  endif()
+endif()
+
 if(AUTOLOCO_BUILD_TESTS)
   find_package(Catch2 REQUIRED)
   include(Catch)

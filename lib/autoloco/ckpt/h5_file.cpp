@@ -11,7 +11,7 @@
 #include <numeric>
 #include <type_traits>
 
-#include "autoloco/ckpt/crc32.hpp"
+#include "autoloco/util/crc32.hpp"
 #include "autoloco/util/error.hpp"
 
 namespace autoloco {

@@ -74,7 +74,11 @@ TokenDataset::TokenDataset(const std::vector<std::string>& patterns, int64_t voc
   if (vocab_size <= 0) {
     throw DataError(fmt::format("{}: vocab_size must be positive, got {}", what_, vocab_size));
   }
-  for (const auto& path : expand_shard_patterns(patterns, what_)) {
+  const std::vector<std::string> paths = expand_shard_patterns(patterns, what_);
+  // Before the scan of every token below: the tokenizer's vocabulary makes the clearer message.
+  prepared_ = read_prepared_data(paths, what_);
+  if (prepared_) check_prepared_vocab(*prepared_, vocab_size, what_);
+  for (const auto& path : paths) {
     Shard shard(path);
     // A full scan of every shard at open: shards are a few MB and this runs once, and it
     // turns an out-of-range embedding lookup deep in the model into a clear message here.

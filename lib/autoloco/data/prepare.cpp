@@ -1,8 +1,8 @@
-// Corpus preparation: collect files, split them per file, byte-tokenize, write shards.
+// Corpus preparation: plan the documents, make the tokenizer, tokenize on every core, write
+// shards, tokenizer.model and prepare.json.
 #include "autoloco/data/prepare.hpp"
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -11,152 +11,55 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <memory>
 #include <set>
 #include <utility>
 
+#include "autoloco/data/documents.hpp"
+#include "autoloco/data/parallel_encode.hpp"
+#include "autoloco/data/sentencepiece_tokenizer.hpp"
 #include "autoloco/data/shard.hpp"
+#include "autoloco/data/tokenizer.hpp"
 #include "autoloco/util/error.hpp"
 #include "autoloco/util/json.hpp"
+#include "autoloco/util/timer.hpp"
 
 namespace autoloco {
 namespace fs = std::filesystem;
 namespace {
 
-constexpr uint32_t kSeparator = '\n';
 constexpr size_t kSniffBytes = 4096;
-constexpr size_t kReadChunk = 1 << 20;
+// Documents are read and tokenized in batches of about this many bytes per thread.
+constexpr uint64_t kBatchBytesPerThread = uint64_t{4} << 20;
+constexpr const char* kTokenizerModel = "tokenizer.model";
+constexpr uint64_t kMinDocBytes = 64;
 
-struct InputFile {
-  fs::path path;
-  std::string rel;  // relative to its input root: what the split hashes
-  bool val = false;
-};
-
-uint64_t mix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-
-uint64_t fnv1a(const std::string& text) {
-  uint64_t hash = 0xcbf29ce484222325ULL;
-  for (char c : text) {
-    hash ^= static_cast<unsigned char>(c);
-    hash *= 0x100000001b3ULL;
-  }
-  return hash;
-}
-
-// A uniform number in [0, 1) fixed by the file's relative path and the seed.
-double split_score(const std::string& rel, uint64_t seed) {
-  const uint64_t h = mix64(fnv1a(rel) ^ mix64(seed + 0x9e3779b97f4a7c15ULL));
-  return static_cast<double>(h >> 11) * 0x1.0p-53;
-}
-
-bool has_suffix(const std::string& name, const std::vector<std::string>& suffixes) {
-  for (const auto& s : suffixes) {
-    if (name.size() >= s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0) {
-      return true;
-    }
-  }
-  return false;
+bool has_suffix(const std::string& name, const std::string& suffix) {
+  return name.size() >= suffix.size() &&
+         name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 bool is_prepare_output(const std::string& name) {
   const bool shard = (name.rfind("train_", 0) == 0 || name.rfind("val_", 0) == 0) &&
-                     (has_suffix(name, {".bin"}) || has_suffix(name, {".bin.tmp"}));
-  return shard || name == "prepare.json" || name == "prepare.json.tmp";
-}
-
-bool inside(const fs::path& file, const fs::path& dir) {
-  const fs::path rel = file.lexically_relative(dir);
-  return !rel.empty() && *rel.begin() != "..";
-}
-
-class Collector {
- public:
-  Collector(const PrepareOptions& options, fs::path out_dir)
-      : options_(options), out_dir_(std::move(out_dir)) {}
-
-  void add_input(const std::string& input) {
-    const fs::path root(input);
-    if (fs::is_directory(root)) {
-      walk(root);
-    } else if (fs::is_regular_file(root)) {
-      add(root, root.filename().generic_string());
-    } else {
-      throw DataError(fmt::format("input '{}' is not a file or directory; check the path", input));
-    }
-  }
-
-  std::vector<InputFile> files;
-  size_t skipped = 0;
-
- private:
-  void walk(const fs::path& root) {
-    std::vector<InputFile> found;
-    for (const auto& entry : fs::recursive_directory_iterator(root)) {
-      if (!entry.is_regular_file()) continue;
-      if (!keep(entry.path())) {
-        ++skipped;
-        continue;
-      }
-      found.push_back({entry.path(), entry.path().lexically_relative(root).generic_string()});
-    }
-    // Directory order is arbitrary; sorting makes the shards identical on every machine.
-    std::sort(found.begin(), found.end(),
-              [](const InputFile& a, const InputFile& b) { return a.rel < b.rel; });
-    for (auto& file : found)
-      add(file.path, file.rel);
-  }
-
-  bool keep(const fs::path& path) const {
-    if (!options_.extensions.empty()) {
-      return has_suffix(path.filename().string(), options_.extensions);
-    }
-    return looks_like_text(path.string());
-  }
-
-  void add(const fs::path& path, const std::string& rel) {
-    const fs::path canonical = fs::weakly_canonical(path);
-    // Never read our own output back in, and read a file reached twice only once.
-    if (inside(canonical, out_dir_)) return;
-    if (!seen_.insert(canonical.string()).second) return;
-    files.push_back({path, rel});
-  }
-
-  const PrepareOptions& options_;
-  fs::path out_dir_;
-  std::set<std::string> seen_;
-};
-
-// Split per file so no document straddles train and val.
-void assign_splits(std::vector<InputFile>& files, const PrepareOptions& options) {
-  std::vector<double> scores;
-  for (auto& file : files) {
-    scores.push_back(split_score(file.rel, options.seed));
-    file.val = scores.back() < options.val_fraction;
-  }
-  if (files.size() < 2) return;
-  const auto val_count =
-      std::count_if(files.begin(), files.end(), [](const InputFile& f) { return f.val; });
-  const auto lowest = std::min_element(scores.begin(), scores.end()) - scores.begin();
-  const auto highest = std::max_element(scores.begin(), scores.end()) - scores.begin();
-  // Small corpora: still evaluate on something, and still train on something.
-  if (val_count == 0) files[static_cast<size_t>(lowest)].val = true;
-  if (static_cast<size_t>(val_count) == files.size())
-    files[static_cast<size_t>(highest)].val = false;
+                     (has_suffix(name, ".bin") || has_suffix(name, ".bin.tmp"));
+  return shard || name == "prepare.json" || name == "prepare.json.tmp" || name == kTokenizerModel ||
+         name == std::string(kTokenizerModel) + ".tmp";
 }
 
 // Accumulates one split's tokens and cuts them into shards of at most shard_tokens.
 class SplitWriter {
  public:
-  SplitWriter(fs::path dir, std::string prefix, uint64_t shard_tokens)
-      : dir_(std::move(dir)), prefix_(std::move(prefix)), shard_tokens_(shard_tokens) {}
+  SplitWriter(fs::path dir, std::string prefix, uint64_t shard_tokens, TokenWidth width,
+              int64_t vocab_size)
+      : counts(static_cast<size_t>(vocab_size)),
+        dir_(std::move(dir)),
+        prefix_(std::move(prefix)),
+        shard_tokens_(shard_tokens),
+        width_(width) {}
 
-  void add(const char* data, size_t n) {
-    for (size_t i = 0; i < n; ++i)
-      push(static_cast<unsigned char>(data[i]));
+  void add(const std::vector<uint32_t>& ids) {
+    for (uint32_t id : ids)
+      push(id);
   }
   void push(uint32_t token) {
     buffer_.push_back(token);
@@ -167,41 +70,137 @@ class SplitWriter {
   void flush() {
     if (buffer_.empty()) return;
     const fs::path path = dir_ / fmt::format("{}_{:03d}.bin", prefix_, shards.size());
-    write_shard(path.string(), buffer_, TokenWidth::u16);
+    write_shard(path.string(), buffer_, width_);
     shards.push_back(path.string());
     buffer_.clear();
   }
 
-  std::array<uint64_t, 256> counts{};
+  std::vector<uint64_t> counts;
   uint64_t tokens = 0;
+  uint64_t bytes = 0;
+  size_t documents = 0;
   std::vector<std::string> shards;
 
  private:
   fs::path dir_;
   std::string prefix_;
   uint64_t shard_tokens_;
+  TokenWidth width_;
   std::vector<uint32_t> buffer_;
 };
 
-uint64_t copy_document(const InputFile& file, SplitWriter& writer) {
-  std::ifstream in(file.path, std::ios::binary);
+std::string read_document(const DocumentPlan& plan, const Document& doc) {
+  const fs::path& path = plan.files[doc.file].path;
+  std::ifstream in(path, std::ios::binary);
   if (!in) {
-    throw DataError(fmt::format("cannot read input '{}': {}; check permissions", file.path.string(),
+    throw DataError(fmt::format("cannot read input '{}': {}; check permissions", path.string(),
                                 std::strerror(errno)));
   }
-  std::vector<char> chunk(kReadChunk);
-  uint64_t bytes = 0;
-  while (in) {
-    in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
-    const auto n = static_cast<size_t>(in.gcount());
-    writer.add(chunk.data(), n);
-    bytes += n;
+  std::string text(static_cast<size_t>(doc.size), '\0');
+  in.seekg(static_cast<std::streamoff>(doc.offset));
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  if (static_cast<uint64_t>(in.gcount()) != doc.size) {
+    throw DataError(
+        fmt::format("input '{}' changed while it was prepared (read {} of {} bytes "
+                    "at offset {}); prepare again once it is stable",
+                    path.string(), in.gcount(), doc.size, doc.offset));
   }
-  if (in.bad()) {
-    throw DataError(fmt::format("error while reading input '{}'", file.path.string()));
+  return text;
+}
+
+// Streams the lines of the training documents, for SentencePiece's trainer.
+class TrainingLines {
+ public:
+  explicit TrainingLines(const DocumentPlan& plan) : plan_(plan) {}
+  bool next(std::string& line) {
+    while (pos_ >= text_.size()) {
+      if (!load_next_document()) return false;
+    }
+    const size_t end = std::min(text_.find('\n', pos_), text_.size());
+    line.assign(text_, pos_, end - pos_);
+    pos_ = end + 1;
+    return true;
   }
-  writer.push(kSeparator);
-  return bytes;
+
+ private:
+  bool load_next_document() {
+    while (doc_ < plan_.documents.size() && plan_.documents[doc_].val)
+      ++doc_;
+    if (doc_ >= plan_.documents.size()) return false;
+    text_ = read_document(plan_, plan_.documents[doc_++]);
+    pos_ = 0;
+    return true;
+  }
+  const DocumentPlan& plan_;
+  size_t doc_ = 0;
+  std::string text_;
+  size_t pos_ = 0;
+};
+
+std::unique_ptr<Tokenizer> make_tokenizer(const PrepareOptions& options, const DocumentPlan& plan,
+                                          PrepareReport& report) {
+  if (options.tokenizer == "bytes") return std::make_unique<ByteTokenizer>();
+  std::unique_ptr<SentencePieceTokenizer> sp;
+  if (!options.sp_model.empty()) {
+    sp = SentencePieceTokenizer::from_file(options.sp_model);
+    report.sp_model_type = "given";
+  } else {
+    SentencePieceTrainOptions train;
+    train.vocab_size = options.vocab_size;
+    train.model_type = options.sp_model_type;
+    train.threads = tokenizer_threads(options.threads);
+    train.seed = static_cast<uint32_t>(options.seed);
+    TrainingLines lines(plan);
+    const Timer timer;
+    const std::string model =
+        train_sentencepiece(train, [&lines](std::string& line) { return lines.next(line); });
+    report.train_tokenizer_s = timer.seconds();
+    sp = SentencePieceTokenizer::from_serialized(model, "the trained tokenizer model");
+    report.sp_model_type = options.sp_model_type;
+  }
+  if (!sp->byte_fallback()) {
+    report.warnings.push_back(
+        "the tokenizer model has no byte fallback: text outside its pieces (newlines among "
+        "them, unless it has a piece for one) becomes <unk>; bits per byte still count the "
+        "text's bytes");
+  }
+  return sp;
+}
+
+// The tokens written after each document: a newline, as the byte tokenizer writes it.
+std::vector<uint32_t> separator_tokens(const Tokenizer& tokenizer) {
+  std::vector<uint32_t> tokens;
+  tokenizer.encode("\n", tokens);
+  return tokens;
+}
+
+// Encodes every document on `threads` threads, batch by batch, and hands the tokens to the
+// writers in document order, so the shards do not depend on the number of threads.
+void tokenize_documents(const DocumentPlan& plan, const Tokenizer& tokenizer, int threads,
+                        SplitWriter& train, SplitWriter& val, PrepareReport& report) {
+  const std::vector<uint32_t> separator = separator_tokens(tokenizer);
+  const uint64_t batch_bytes = kBatchBytesPerThread * static_cast<uint64_t>(threads);
+  const auto& docs = plan.documents;
+  for (size_t begin = 0; begin < docs.size();) {
+    size_t end = begin;
+    uint64_t bytes = 0;
+    while (end < docs.size() && (end == begin || bytes < batch_bytes))
+      bytes += docs[end++].size;
+    std::vector<std::string> texts(end - begin);
+    for (size_t i = begin; i < end; ++i)
+      texts[i - begin] = read_document(plan, docs[i]);
+    const Timer timer;
+    const auto tokens = encode_documents(tokenizer, texts, threads);
+    report.tokenize_s += timer.seconds();
+    for (size_t i = begin; i < end; ++i) {
+      SplitWriter& writer = docs[i].val ? val : train;
+      writer.add(tokens[i - begin]);
+      writer.add(separator);
+      writer.bytes += docs[i].size + 1;
+      ++writer.documents;
+    }
+    begin = end;
+  }
 }
 
 std::vector<fs::path> existing_outputs(const fs::path& out_dir) {
@@ -223,29 +222,41 @@ void check_options(const PrepareOptions& options) {
     throw DataError(
         fmt::format("shard tokens {} exceed the shard format's int32 count", options.shard_tokens));
   }
+  if (options.doc_bytes != 0 && options.doc_bytes < kMinDocBytes) {
+    throw DataError(fmt::format("document bytes {} must be 0 (auto) or at least {}",
+                                options.doc_bytes, kMinDocBytes));
+  }
+  if (options.tokenizer == "bytes") {
+    if (options.vocab_size != 0 || !options.sp_model.empty()) {
+      throw DataError("a vocabulary size or a SentencePiece model needs --tokenizer sentencepiece");
+    }
+    return;
+  }
+  if (options.tokenizer != "sentencepiece") {
+    throw DataError(fmt::format("tokenizer '{}' is not bytes or sentencepiece", options.tokenizer));
+  }
+  if (options.sp_model.empty() == (options.vocab_size == 0)) {
+    throw DataError(
+        "--tokenizer sentencepiece needs either --vocab-size N (train a model on the training "
+        "split) or --sp-model FILE (use a given one), not both");
+  }
+  if (options.sp_model.empty() && (options.vocab_size < 260 || options.vocab_size > 1000000)) {
+    throw DataError(
+        fmt::format("vocabulary size {} must be in [260, 1000000] (the 256 byte "
+                    "pieces and a few special ones come first)",
+                    options.vocab_size));
+  }
+  if (options.sp_model_type != "bpe" && options.sp_model_type != "unigram") {
+    throw DataError(
+        fmt::format("SentencePiece model type '{}' is not bpe or unigram", options.sp_model_type));
+  }
 }
 
-void write_json(const fs::path& path, const PrepareReport& report, const PrepareOptions& options) {
-  JsonObject json;
-  json.add("files", static_cast<int64_t>(report.files))
-      .add("train_files", static_cast<int64_t>(report.train_files))
-      .add("val_files", static_cast<int64_t>(report.val_files))
-      .add("bytes", static_cast<int64_t>(report.bytes))
-      .add("train_tokens", static_cast<int64_t>(report.train_tokens))
-      .add("val_tokens", static_cast<int64_t>(report.val_tokens))
-      .add("train_shards", static_cast<int64_t>(report.train_shards.size()))
-      .add("val_shards", static_cast<int64_t>(report.val_shards.size()))
-      .add("val_unigram_entropy_nats", report.val_unigram_entropy_nats)
-      .add("vocab_size", report.vocab_size)
-      .add("tokenizer", "bytes")
-      .add("document_separator", "\n")
-      .add("val_fraction", options.val_fraction)
-      .add("seed", static_cast<int64_t>(options.seed))
-      .add("shard_tokens", static_cast<int64_t>(options.shard_tokens));
+void write_atomically(const fs::path& path, const std::string& bytes) {
   const fs::path tmp = path.string() + ".tmp";
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << json.str() << "\n";
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
     if (!out.flush()) {
       throw DataError(fmt::format("cannot write '{}'; check free disk space", tmp.string()));
     }
@@ -253,9 +264,53 @@ void write_json(const fs::path& path, const PrepareReport& report, const Prepare
   fs::rename(tmp, path);
 }
 
+// CRC-32 (IEEE) of the tokenizer model, so that the trainer can tell a damaged copy.
+uint32_t crc32_of(const std::string& bytes) {
+  uint32_t crc = 0xFFFFFFFFU;
+  for (char c : bytes) {
+    crc ^= static_cast<unsigned char>(c);
+    for (int k = 0; k < 8; ++k)
+      crc = (crc >> 1) ^ (0xEDB88320U & (0U - (crc & 1U)));
+  }
+  return ~crc;
+}
+
+void write_json(const fs::path& path, const PrepareReport& report, const PrepareOptions& options,
+                uint32_t model_crc) {
+  JsonObject json;
+  json.add("files", static_cast<int64_t>(report.files))
+      .add("documents", static_cast<int64_t>(report.documents))
+      .add("train_documents", static_cast<int64_t>(report.train_documents))
+      .add("val_documents", static_cast<int64_t>(report.val_documents))
+      .add("doc_bytes", report.whole_files ? int64_t{0} : static_cast<int64_t>(report.doc_bytes))
+      .add("bytes", static_cast<int64_t>(report.bytes))
+      .add("train_bytes", static_cast<int64_t>(report.train_bytes))
+      .add("val_bytes", static_cast<int64_t>(report.val_bytes))
+      .add("train_tokens", static_cast<int64_t>(report.train_tokens))
+      .add("val_tokens", static_cast<int64_t>(report.val_tokens))
+      .add("val_bytes_per_token", report.val_bytes_per_token())
+      .add("train_shards", static_cast<int64_t>(report.train_shards.size()))
+      .add("val_shards", static_cast<int64_t>(report.val_shards.size()))
+      .add("val_unigram_entropy_nats", report.val_unigram_entropy_nats)
+      .add("vocab_size", report.vocab_size)
+      .add("tokenizer", report.tokenizer)
+      .add("token_bits", static_cast<int64_t>(report.token_bits));
+  if (!report.tokenizer_model.empty()) {
+    json.add("tokenizer_model", report.tokenizer_model)
+        .add("tokenizer_model_crc32", static_cast<int64_t>(model_crc))
+        .add("sp_model_type", report.sp_model_type);
+  }
+  json.add("document_separator", "\n")
+      .add("val_fraction", options.val_fraction)
+      .add("seed", static_cast<int64_t>(options.seed))
+      .add("shard_tokens", static_cast<int64_t>(options.shard_tokens));
+  write_atomically(path, json.str() + "\n");
+}
+
 // With --overwrite, shards of an earlier, larger run would still match train_*.bin.
 void remove_stale(const std::vector<fs::path>& before, const PrepareReport& report) {
   std::set<std::string> fresh{"prepare.json"};
+  if (!report.tokenizer_model.empty()) fresh.insert(report.tokenizer_model);
   for (const auto* list : {&report.train_shards, &report.val_shards}) {
     for (const auto& shard : *list)
       fresh.insert(fs::path(shard).filename().string());
@@ -275,43 +330,53 @@ PrepareReport run(const PrepareOptions& options) {
                     "--overwrite to replace it or choose another directory",
                     out_dir.string(), before.front().filename().string()));
   }
-  Collector collector(options, fs::weakly_canonical(out_dir));
-  for (const auto& input : options.inputs)
-    collector.add_input(input);
-  if (collector.files.empty()) {
-    throw DataError(
-        fmt::format("no input files found in {} ({} skipped by the filters); check "
-                    "the paths or --ext",
-                    fmt::join(options.inputs, ", "), collector.skipped));
-  }
-  assign_splits(collector.files, options);
+  const DocumentPlan plan = plan_documents(options, fs::weakly_canonical(out_dir));
+  PrepareReport report;
+  report.files = plan.files.size();
+  report.skipped_files = plan.skipped_files;
+  report.documents = plan.documents.size();
+  report.doc_bytes = plan.doc_bytes;
+  report.whole_files = plan.whole_files;
+  // A bad model or a failed training must not cost the shards already in out_dir.
+  const std::unique_ptr<Tokenizer> tokenizer = make_tokenizer(options, plan, report);
+  report.tokenizer = tokenizer->name();
+  report.vocab_size = tokenizer->vocab_size();
+  const TokenWidth width = report.vocab_size > 65536 ? TokenWidth::u32 : TokenWidth::u16;
+  report.token_bits = width == TokenWidth::u16 ? 16 : 32;
   fs::create_directories(out_dir);
 
-  PrepareReport report;
-  report.skipped_files = collector.skipped;
-  SplitWriter train(out_dir, "train", options.shard_tokens);
-  SplitWriter val(out_dir, "val", options.shard_tokens);
-  for (const auto& file : collector.files) {
-    report.bytes += copy_document(file, file.val ? val : train);
-    ++(file.val ? report.val_files : report.train_files);
-  }
+  SplitWriter train(out_dir, "train", options.shard_tokens, width, report.vocab_size);
+  SplitWriter val(out_dir, "val", options.shard_tokens, width, report.vocab_size);
+  tokenize_documents(plan, *tokenizer, tokenizer_threads(options.threads), train, val, report);
   train.flush();
   val.flush();
-  report.files = collector.files.size();
+  for (const auto& doc : plan.documents)
+    report.bytes += doc.size;
+  report.train_documents = train.documents;
+  report.val_documents = val.documents;
+  report.train_bytes = train.bytes;
+  report.val_bytes = val.bytes;
   report.train_tokens = train.tokens;
   report.val_tokens = val.tokens;
   report.train_shards = train.shards;
   report.val_shards = val.shards;
   report.val_unigram_entropy_nats = unigram_entropy_nats(val.counts);
+  uint32_t model_crc = 0;
+  if (const auto* sp = dynamic_cast<const SentencePieceTokenizer*>(tokenizer.get())) {
+    const std::string model = sp->serialized();
+    model_crc = crc32_of(model);
+    report.tokenizer_model = kTokenizerModel;
+    write_atomically(out_dir / kTokenizerModel, model);
+  }
   remove_stale(before, report);
   // Last, so a prepare.json always describes a complete set of shards.
-  write_json(out_dir / "prepare.json", report, options);
+  write_json(out_dir / "prepare.json", report, options, model_crc);
   return report;
 }
 
 }  // namespace
 
-double unigram_entropy_nats(const std::array<uint64_t, 256>& counts) {
+double unigram_entropy_nats(const std::vector<uint64_t>& counts) {
   uint64_t total = 0;
   for (uint64_t c : counts)
     total += c;
@@ -323,6 +388,10 @@ double unigram_entropy_nats(const std::array<uint64_t, 256>& counts) {
     entropy -= p * std::log(p);
   }
   return entropy;
+}
+
+double unigram_entropy_nats(const std::array<uint64_t, 256>& counts) {
+  return unigram_entropy_nats(std::vector<uint64_t>(counts.begin(), counts.end()));
 }
 
 bool looks_like_text(const std::string& path) {

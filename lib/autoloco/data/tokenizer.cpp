@@ -7,11 +7,19 @@
 
 namespace autoloco {
 
+void ByteTokenizer::encode(std::string_view text, std::vector<uint32_t>& out) const {
+  out.reserve(out.size() + text.size());
+  for (char c : text)
+    out.push_back(static_cast<unsigned char>(c));
+}
+
+std::string ByteTokenizer::decode(const std::vector<uint32_t>& tokens) const {
+  return decode_bytes(tokens);
+}
+
 std::vector<uint32_t> encode_bytes(std::string_view text) {
   std::vector<uint32_t> tokens;
-  tokens.reserve(text.size());
-  for (char c : text)
-    tokens.push_back(static_cast<unsigned char>(c));
+  ByteTokenizer().encode(text, tokens);
   return tokens;
 }
 

@@ -1,5 +1,7 @@
-// Byte-level tokenizer: every byte is its own token (vocabulary 256). No training, no
-// unknown tokens, and any text round-trips exactly, which keeps the data path easy to trust.
+// Tokenizers as autoloco-prepare uses them: text in, token ids out. The byte tokenizer is the
+// default: every byte is its own token (vocabulary 256), no training, no unknown tokens, and
+// any text round-trips exactly, which keeps the data path easy to trust. The subword one
+// (SentencePiece) is in sentencepiece_tokenizer.hpp.
 #pragma once
 
 #include <cstdint>
@@ -10,6 +12,26 @@
 namespace autoloco {
 
 inline constexpr int64_t kByteVocabSize = 256;
+
+class Tokenizer {
+ public:
+  virtual ~Tokenizer() = default;
+  // The name prepare.json records ("bytes", "sentencepiece").
+  virtual std::string name() const = 0;
+  virtual int64_t vocab_size() const = 0;
+  // Appends the tokens of `text` to `out`. Safe to call from several threads at once.
+  virtual void encode(std::string_view text, std::vector<uint32_t>& out) const = 0;
+  // Throws DataError on an id outside the vocabulary.
+  virtual std::string decode(const std::vector<uint32_t>& tokens) const = 0;
+};
+
+class ByteTokenizer final : public Tokenizer {
+ public:
+  std::string name() const override { return "bytes"; }
+  int64_t vocab_size() const override { return kByteVocabSize; }
+  void encode(std::string_view text, std::vector<uint32_t>& out) const override;
+  std::string decode(const std::vector<uint32_t>& tokens) const override;
+};
 
 std::vector<uint32_t> encode_bytes(std::string_view text);
 

@@ -74,6 +74,7 @@ Trainer::Trainer(const Config& config, MPI_Comm world, TrainerOptions options)
       std::make_unique<TokenDataset>(config_.data.train, config_.model.vocab_size, "data.train");
   val_data_ =
       std::make_unique<TokenDataset>(config_.data.val, config_.model.vocab_size, "data.val");
+  check_same_tokenizer(train_data_->prepared(), val_data_->prepared());
   std::vector<size_t> subset;
   if (config_.data.partition == "by_shard") {
     subset = shards_for_dc(train_data_->num_shards(), topo_.dc, topo_.num_dcs);
@@ -366,6 +367,7 @@ TrainSummary Trainer::train() {
   }
   s.final_train_loss = loop_.final_train_loss;
   s.final_eval_loss = loop_.final_eval_loss;
+  s.final_eval_bpb = eval_bpb(loop_.final_eval_loss);
   s.steps = step_;
   s.tokens = tokens_;
   s.final_batch = last_round_batches_.empty() ? dc_batch_sequences() : last_round_batches_;

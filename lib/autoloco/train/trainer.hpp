@@ -79,6 +79,7 @@ struct TrainSummary {
   int64_t peak_sync_bytes = 0;  // the largest single sync, all dcs together
   double final_train_loss = NAN;
   double final_eval_loss = NAN;
+  double final_eval_bpb = NAN;  // bits per byte; NaN without the shards' bytes per token
   double wall_s = 0.0;
   double link_s = 0.0;                    // inter-dc link time (measured in wan.mode real)
   double model_link_s = 0.0;              // the WAN model's link time of the same syncs
@@ -240,6 +241,8 @@ class Trainer {
   // `batches`: each dc's sequences per step in the round just ended.
   void log_round(const RoundStats& s, const std::vector<int64_t>& batches);
   void log_eval(double eval_loss);
+  // Bits per byte of an eval loss, from the val shards' prepare.json; NaN without one.
+  double eval_bpb(double eval_loss) const;
   void write_summary(const TrainSummary& s);
   std::vector<JsonObject> placement_json() const;
   // Refuses a comm.timeout_s shorter than one sync's modelled link time.

@@ -243,16 +243,23 @@ void Trainer::log_round(const RoundStats& s, const std::vector<int64_t>& batches
                             .add("elapsed_s", wall_.seconds()));
 }
 
+double Trainer::eval_bpb(double eval_loss) const {
+  const auto& prepared = val_data_->prepared();
+  return prepared ? bits_per_byte(eval_loss, prepared->val_bytes_per_token)
+                  : static_cast<double>(NAN);
+}
+
 void Trainer::log_eval(double eval_loss) {
+  const double bpb = eval_bpb(eval_loss);
   if (options_.print_progress) {
-    log::info("eval at step {}: loss {:.4f} | perplexity {:.3f}", step_, eval_loss,
+    log::info("eval at step {}: loss {:.4f} |{} perplexity {:.3f}", step_, eval_loss,
+              std::isnan(bpb) ? std::string() : fmt::format(" bpb {:.4f} |", bpb),
               std::exp(eval_loss));
   }
   if (!run_dir_) return;
-  run_dir_->append_metrics(JsonObject()
-                               .add("step", step_)
-                               .add("eval_loss", eval_loss)
-                               .add("eval_ppl", std::exp(eval_loss))
+  JsonObject line = JsonObject().add("step", step_).add("eval_loss", eval_loss);
+  if (!std::isnan(bpb)) line.add("eval_bpb", bpb);
+  run_dir_->append_metrics(line.add("eval_ppl", std::exp(eval_loss))
                                .add("rounds", rounds_)
                                .add("inter_dc_bytes", inter_dc_bytes())
                                .add("sim_time_s", sim_seconds())
@@ -262,15 +269,18 @@ void Trainer::log_eval(double eval_loss) {
 void Trainer::write_summary(const TrainSummary& s) {
   if (options_.print_progress) {
     log::info(
-        "done: {} steps, {} tokens, {} rounds, {}B inter-dc, final eval loss {:.4f}, {} wall, "
+        "done: {} steps, {} tokens, {} rounds, {}B inter-dc, final eval loss {:.4f}{}, {} wall, "
         "{} simulated ({:.1f}% compute){}",
         s.steps, format_si(static_cast<double>(s.tokens)), s.rounds,
         format_si(static_cast<double>(s.inter_dc_bytes)), s.final_eval_loss,
+        std::isnan(s.final_eval_bpb) ? std::string()
+                                     : fmt::format(" ({:.4f} bpb)", s.final_eval_bpb),
         format_duration(s.wall_s), format_duration(s.sim_time_s), 100.0 * s.compute_utilisation,
         s.stopped_by_signal ? " (stopped by signal)" : "");
   }
   if (!run_dir_) return;
   const auto& wan = config_.wan;
+  const auto& prepared = val_data_->prepared();
   JsonObject summary =
       JsonObject()
           .add("steps", s.steps)
@@ -281,6 +291,7 @@ void Trainer::write_summary(const TrainSummary& s) {
           .add("peak_sync_bytes", s.peak_sync_bytes)
           .add("final_train_loss", s.final_train_loss)
           .add("final_eval_loss", s.final_eval_loss)
+          .add("final_eval_bpb", s.final_eval_bpb)
           .add("wall_s", s.wall_s)
           .add("link_s", s.link_s)
           .add("model_link_s", s.model_link_s)
@@ -293,6 +304,10 @@ void Trainer::write_summary(const TrainSummary& s) {
           .add("overlap_alpha", config_.outer.overlap_alpha)
           .add("fragments", config_.outer.fragments)
           .add("target_utilisation", config_.interval.target_utilisation)
+          .add("tokenizer", prepared ? prepared->tokenizer : std::string("unknown"))
+          .add("vocab_size", config_.model.vocab_size)
+          .add("val_bytes_per_token",
+               prepared ? prepared->val_bytes_per_token : static_cast<double>(NAN))
           .add("method", config_.outer.method)
           .add("controller", outer_method() ? controller_->name() : std::string("none"))
           .add("correction", config_.outer.correction)

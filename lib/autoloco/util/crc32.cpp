@@ -1,4 +1,4 @@
-#include "autoloco/ckpt/crc32.hpp"
+#include "autoloco/util/crc32.hpp"
 
 #include <zlib.h>
 

@@ -100,9 +100,9 @@ TEST_CASE("prepare writes shards whose tokens are the documents plus separators"
   CHECK(report.skipped_files == 1);  // the binary file
   CHECK(report.bytes == bytes);
   CHECK(report.train_tokens + report.val_tokens == bytes + docs.size());
-  CHECK(report.train_files + report.val_files == docs.size());
-  CHECK(report.val_files >= 1);
-  CHECK(report.train_files >= 1);
+  CHECK(report.train_documents + report.val_documents == docs.size());
+  CHECK(report.val_documents >= 1);
+  CHECK(report.train_documents >= 1);
   CHECK(report.vocab_size == 256);
   CHECK(fs::exists(tmp.path / "out" / "train_000.bin"));
   CHECK(fs::exists(tmp.path / "out" / "val_000.bin"));
@@ -114,8 +114,8 @@ TEST_CASE("prepare writes shards whose tokens are the documents plus separators"
   // Every document lands whole in exactly one split, train in sorted path order.
   const auto train = lines_of(decode_split(tmp.path / "out", "train"));
   const auto val = lines_of(decode_split(tmp.path / "out", "val"));
-  CHECK(train.size() == report.train_files);
-  CHECK(val.size() == report.val_files);
+  CHECK(train.size() == report.train_documents);
+  CHECK(val.size() == report.val_documents);
   std::multiset<std::string> all(train.begin(), train.end());
   all.insert(val.begin(), val.end());
   std::multiset<std::string> expected;
@@ -174,7 +174,7 @@ TEST_CASE("prepare val entropy matches a hand computation", "[data][prepare]") {
   write_file(tmp.path / "corpus" / "two.txt", "aab");
   const PrepareReport report =
       autoloco::prepare_corpus(options_for(tmp.path / "corpus", tmp.path / "out"));
-  REQUIRE(report.val_files == 1);
+  REQUIRE(report.val_documents == 1);
   REQUIRE(report.val_tokens == 4);
   // p(a) = 1/2, p(b) = p(\n) = 1/4: H = 1.5 ln 2.
   CHECK(report.val_unigram_entropy_nats == Approx(1.5 * std::log(2.0)));
