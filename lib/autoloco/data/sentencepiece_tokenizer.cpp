@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -109,7 +110,10 @@ std::unique_ptr<SentencePieceTokenizer> SentencePieceTokenizer::from_serialized(
 
 SentencePieceTokenizer::SentencePieceTokenizer(
     std::unique_ptr<sentencepiece::SentencePieceProcessor> processor, std::string what)
-    : processor_(std::move(processor)), what_(std::move(what)) {}
+    : processor_(std::move(processor)), what_(std::move(what)) {
+  std::vector<int> ids;
+  encode_line("\n", ids, newline_);
+}
 
 SentencePieceTokenizer::~SentencePieceTokenizer() = default;
 
@@ -117,13 +121,26 @@ int64_t SentencePieceTokenizer::vocab_size() const {
   return processor_->GetPieceSize();
 }
 
-void SentencePieceTokenizer::encode(std::string_view text, std::vector<uint32_t>& out) const {
-  std::vector<int> ids;
-  const auto status = processor_->Encode(text, &ids);
+void SentencePieceTokenizer::encode_line(std::string_view line, std::vector<int>& ids,
+                                         std::vector<uint32_t>& out) const {
+  const auto status = processor_->Encode(line, &ids);
   if (!status.ok()) {
     throw DataError(fmt::format("{} failed to encode text: {}", what_, status.ToString()));
   }
   out.insert(out.end(), ids.begin(), ids.end());
+}
+
+void SentencePieceTokenizer::encode(std::string_view text, std::vector<uint32_t>& out) const {
+  out.reserve(out.size() + text.size() / 3);
+  std::vector<int> ids;
+  size_t begin = 0;
+  while (begin <= text.size()) {
+    const size_t end = std::min(text.find('\n', begin), text.size());
+    if (end > begin) encode_line(text.substr(begin, end - begin), ids, out);
+    if (end == text.size()) break;
+    out.insert(out.end(), newline_.begin(), newline_.end());
+    begin = end + 1;
+  }
 }
 
 std::string SentencePieceTokenizer::decode(const std::vector<uint32_t>& tokens) const {
