@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "../support/split_tokens.hpp"
 #include "../support/temp_dir.hpp"
 #include "autoloco/data/dataset.hpp"
 #include "autoloco/data/prepare.hpp"
@@ -24,6 +25,8 @@ using autoloco::DataError;
 using autoloco::PrepareOptions;
 using autoloco::PrepareReport;
 using autoloco::TokenDataset;
+
+using autoloco::test::decode_split;
 
 namespace {
 
@@ -40,19 +43,6 @@ std::string read_file(const fs::path& path) {
   std::stringstream buffer;
   buffer << in.rdbuf();
   return buffer.str();
-}
-
-// Decodes every shard of a split back to text.
-std::string decode_split(const fs::path& out_dir, const std::string& split) {
-  const TokenDataset data({(out_dir / (split + "_*.bin")).string()}, 256, split);
-  std::string text;
-  for (const auto& shard : data.shards()) {
-    std::vector<uint32_t> tokens;
-    for (uint64_t i = 0; i < shard.size(); ++i)
-      tokens.push_back(shard.token(i));
-    text += autoloco::decode_bytes(tokens);
-  }
-  return text;
 }
 
 std::vector<std::string> lines_of(const std::string& text) {

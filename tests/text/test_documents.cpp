@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "../support/split_tokens.hpp"
 #include "../support/temp_dir.hpp"
 #include "autoloco/data/dataset.hpp"
 #include "autoloco/data/documents.hpp"
@@ -17,6 +18,8 @@ namespace fs = std::filesystem;
 using autoloco::cut_documents;
 using autoloco::PrepareOptions;
 using autoloco::test::TempDir;
+
+using autoloco::test::decode_split;
 
 namespace {
 
@@ -34,18 +37,6 @@ std::string paragraphs(int n) {
   for (int i = 0; i < n; ++i) {
     text += "Paragraph " + std::to_string(i) + " begins here.\nIt has a second line, number " +
             std::to_string(i * 7) + ".\n\n";
-  }
-  return text;
-}
-
-std::string decode_split(const fs::path& dir, const std::string& split) {
-  const autoloco::TokenDataset data({(dir / (split + "_*.bin")).string()}, 256, split);
-  std::string text;
-  for (const auto& shard : data.shards()) {
-    std::vector<uint32_t> tokens;
-    for (uint64_t i = 0; i < shard.size(); ++i)
-      tokens.push_back(shard.token(i));
-    text += autoloco::decode_bytes(tokens);
   }
   return text;
 }

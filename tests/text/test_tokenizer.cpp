@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "../support/split_tokens.hpp"
 #include "../support/temp_dir.hpp"
 #include "autoloco/data/dataset.hpp"
 #include "autoloco/data/prepare.hpp"
@@ -73,16 +74,6 @@ PrepareOptions sp_options(const fs::path& input, const fs::path& out) {
   return options;
 }
 
-std::vector<uint32_t> split_tokens(const fs::path& dir, const std::string& split) {
-  const TokenDataset data({(dir / (split + "_*.bin")).string()}, kVocab, "data." + split);
-  std::vector<uint32_t> tokens;
-  for (const auto& shard : data.shards()) {
-    for (uint64_t i = 0; i < shard.size(); ++i)
-      tokens.push_back(shard.token(i));
-  }
-  return tokens;
-}
-
 #define REQUIRE_SENTENCEPIECE()                                                            \
   if (!autoloco::sentencepiece_available()) {                                              \
     WARN("AUTOLOCO_TEST_SKIPPED: this build has no SentencePiece (libsentencepiece-dev)"); \
@@ -137,8 +128,9 @@ TEST_CASE("prepare with sentencepiece writes shards that decode to the documents
 
   const auto sp =
       SentencePieceTokenizer::from_file((tmp.path / "out" / "tokenizer.model").string());
-  const std::string train = sp->decode(split_tokens(tmp.path / "out", "train"));
-  const std::string val = sp->decode(split_tokens(tmp.path / "out", "val"));
+  const std::string train =
+      sp->decode(autoloco::test::split_tokens(tmp.path / "out", "train", kVocab));
+  const std::string val = sp->decode(autoloco::test::split_tokens(tmp.path / "out", "val", kVocab));
   // Each document whole in one split, followed by its newline; train in file order.
   std::string all_train;
   size_t val_docs = 0;
@@ -153,7 +145,7 @@ TEST_CASE("prepare with sentencepiece writes shards that decode to the documents
   CHECK(val_docs == report.val_documents);
 
   // Bytes per token by hand: the val text's bytes over its tokens.
-  const auto val_tokens = split_tokens(tmp.path / "out", "val");
+  const auto val_tokens = autoloco::test::split_tokens(tmp.path / "out", "val", kVocab);
   CHECK(report.val_bytes == val.size());
   CHECK(report.val_bytes_per_token() ==
         Approx(static_cast<double>(val.size()) / static_cast<double>(val_tokens.size())));
