@@ -18,6 +18,7 @@ packages=(
   python3 python3-venv python3-numpy python3-matplotlib python3-h5py python3-yaml  # scripts
   python3-doc                                # the default corpus (Python docs, reST sources)
   iproute2                                   # ip and tc: the network lab (scripts/netlab.sh)
+  slurmctld slurmd slurm-client munge        # scripts/slurm-lab.sh: Slurm in the network lab
   clang-14 libclang-rt-14-dev                # scripts/fuzz.sh: clang and its libFuzzer runtime
 )
 

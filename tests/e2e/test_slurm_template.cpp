@@ -29,6 +29,8 @@ void write_script(const std::string& path, const std::string& text) {
 void fake_slurm(const std::string& bin) {
   fs::create_directories(bin);
   write_script(bin + "/srun", std::string("#!/bin/bash\nn=1\n") +
+                                  "[[ $1 == --mpi=list ]] && { echo 'MPI plugin types are...'; "
+                                  "printf '\\tnone\\n\\tpmix\\n'; exit 0; }\n" +
                                   "while [[ $1 == -* ]]; do\n"
                                   "  case $1 in --ntasks=*) n=${1#--ntasks=} ;; esac\n"
                                   "  shift\ndone\n"
@@ -81,6 +83,7 @@ TEST_CASE("e2e: the sbatch template resumes with the dcs that fit and requeues a
   REQUIRE(first.rc == 0);
   CHECK(contains(first.log, "allocation: 2 nodes, 4 tasks = 2 dc(s) of 2 ranks"));
   CHECK(contains(first.log, "the run finished"));
+  CHECK(contains(first.log, "srun: --mpi=pmix"));
 
   // A node is gone: 3 tasks hold one dc of 2.
   const Segment second = run_segment(dir, 3, 1, 16, "");
@@ -91,6 +94,17 @@ TEST_CASE("e2e: the sbatch template resumes with the dcs that fit and requeues a
   CHECK(contains(second.log, "resume: topology changed, 2 dcs -> 1: dc 0 <- 0; dc 1 dropped"));
   CHECK(contains(read_text(summary), R"("topology_change":{"from_dcs":2,"to_dcs":1)"));
   CHECK(contains(read_text(summary), R"("steps":16)"));
+  // The job and segment in the start log and the summary, and every start in segments.jsonl.
+  CHECK(contains(second.log, "slurm job 77, segment 1 (requeued once)"));
+  CHECK(contains(read_text(summary), R"("slurm":{"job_id":"77","segment":1,)"));
+  const auto segments = autoloco::test::read_lines(dir + "/runs/elastic/segments.jsonl");
+  REQUIRE(segments.size() == 2);
+  CHECK(contains(segments[0], R"("start_step":0,)"));
+  CHECK(contains(segments[0], R"("num_dcs":2,)"));
+  CHECK(contains(segments[0], R"("slurm":{"job_id":"77","segment":0,)"));
+  CHECK(contains(segments[1], R"("start_step":8,)"));
+  CHECK(contains(segments[1], R"("num_dcs":1,)"));
+  CHECK(contains(segments[1], R"("slurm":{"job_id":"77","segment":1,)"));
 
   // Back on 2 dcs, a rank hangs: the watchdog ends the segment (124) and the job is requeued.
   const Segment third = run_segment(dir, 4, 2, 24, "AUTOLOCO_FAULT=stop:rank=3:step=19");
@@ -101,6 +115,7 @@ TEST_CASE("e2e: the sbatch template resumes with the dcs that fit and requeues a
   CHECK(contains(third.log, "has waited"));
   CHECK(contains(third.log, "requeueing job 77"));
   CHECK(read_text(dir + "/scontrol.log") == "requeue 77\n");
+  CHECK(autoloco::test::read_lines(dir + "/runs/elastic/segments.jsonl").size() == 3);
 
   // Past MAX_RESTARTS the hung segment is not requeued.
   const Segment last =

@@ -63,7 +63,7 @@ RunDirectory RunDirectory::reopen(const std::string& path, int64_t metrics_bytes
 
 std::string RunDirectory::set_aside_files(const std::string& path) {
   static const char* const kFiles[] = {"config.yaml", "metrics.jsonl", "syncs.jsonl",
-                                       "summary.json"};
+                                       "segments.jsonl", "summary.json"};
   const fs::path dir(path);
   if (!fs::exists(dir / "config.yaml") && !fs::exists(dir / "metrics.jsonl")) return "";
   const std::time_t now = std::time(nullptr);
@@ -101,6 +101,15 @@ void RunDirectory::append_metrics(const JsonObject& line) {
 void RunDirectory::append_sync(const JsonObject& line) {
   syncs_ << line.str() << '\n';
   syncs_.flush();
+}
+
+void RunDirectory::append_segment(const JsonObject& line) const {
+  const std::string path = path_ + "/segments.jsonl";
+  std::ofstream out(path, std::ios::app);
+  out << line.str() << '\n';
+  if (!out.flush()) {
+    throw Error(fmt::format("cannot append to '{}'; check free disk space", path));
+  }
 }
 
 void RunDirectory::write_summary(const JsonObject& summary) const {

@@ -1,6 +1,6 @@
-// The run directory <out_dir>/<name>/: effective config, metrics.jsonl, syncs.jsonl and
-// summary.json. Only the rank that owns it (world rank 0) writes; files are appended line by
-// line and flushed so a crash loses at most the line being written.
+// The run directory <out_dir>/<name>/: effective config, metrics.jsonl, syncs.jsonl,
+// segments.jsonl and summary.json. Only the rank that owns it (world rank 0) writes; files are
+// appended line by line and flushed so a crash loses at most the line being written.
 #pragma once
 
 #include <fstream>
@@ -30,6 +30,9 @@ class RunDirectory {
   void write_config(const std::string& yaml) const;
   void append_metrics(const JsonObject& line);
   void append_sync(const JsonObject& line);
+  // One line per start of the run, fresh or resumed (segments.jsonl): never cut back on a
+  // resume, so it keeps the history of every job segment that ran in this directory.
+  void append_segment(const JsonObject& line) const;
   // Written to a temporary file and renamed, so a reader never sees half a summary.
   void write_summary(const JsonObject& summary) const;
   // Bytes written so far to metrics.jsonl and syncs.jsonl (kept in checkpoints).

@@ -28,6 +28,7 @@
 #include "autoloco/util/log.hpp"
 #include "autoloco/util/mpi_check.hpp"
 #include "autoloco/util/signals.hpp"
+#include "autoloco/util/slurm_job.hpp"
 
 namespace autoloco {
 namespace fs = std::filesystem;
@@ -812,6 +813,16 @@ void Trainer::open_run_directory(const std::optional<Resumed>& resumed) {
     run_dir_.emplace(RunDirectory::create(config_.run.out_dir, config_.run.name));
   }
   run_dir_->write_config(to_yaml(config_));
+  // Every start, fresh or resumed, in the history that resumes never cut back.
+  JsonObject segment = JsonObject()
+                           .add("started_utc", utc_now())
+                           .add("start_step", step_)
+                           .add("resumed_from", resumed ? resumed->path : std::string())
+                           .add("num_dcs", topo_.num_dcs)
+                           .add("world_size", topo_.world_size)
+                           .add("placement", placement_json());
+  if (const auto job = slurm_job_from_env()) segment.add("slurm", job->json());
+  run_dir_->append_segment(segment);
   log::info("run directory: {}", run_dir_->path());
 }
 

@@ -14,6 +14,7 @@
 #include "autoloco/util/error.hpp"
 #include "autoloco/util/fault_injection.hpp"
 #include "autoloco/util/log.hpp"
+#include "autoloco/util/slurm_job.hpp"
 
 namespace autoloco {
 
@@ -27,6 +28,7 @@ void Trainer::log_start() const {
       AUTOLOCO_VERSION, TORCH_VERSION, topo_.world_size, topo_.num_dcs, topo_.ranks_per_dc,
       device_.str(), torch::get_num_threads(), blas_threads_beside(torch::get_num_threads(), blas),
       describe(blas));
+  if (const auto job = slurm_job_from_env()) log::info("{}", job->describe());
   for (const DcPlacement& p : placement_) {
     log::info("{}", p.describe());
     if (p.spans_hosts()) {
@@ -329,6 +331,8 @@ void Trainer::write_summary(const TrainSummary& s) {
           .add("tokens_per_s", static_cast<double>(s.tokens) / s.wall_s);
   // The resume of this segment continued a checkpoint of another number of dcs.
   if (topology_change_.changed()) summary.add("topology_change", topology_change_.json());
+  // The job segment that wrote it (segments.jsonl has every segment's start).
+  if (const auto job = slurm_job_from_env()) summary.add("slurm", job->json());
   run_dir_->write_summary(summary);
   log::info("results: {}/summary.json, {}/metrics.jsonl", run_dir_->path(), run_dir_->path());
 }
