@@ -5,8 +5,8 @@
 
 Reads RUN_DIR/segments.jsonl (one line per start of the run, fresh or resumed; under Slurm with
 the job id and the segment, SLURM_RESTART_COUNT) and RUN_DIR/summary.json. A segment's length is
-the time from its start to the next segment's start; the last one's is its summary's wall time
-(the trainer's, from start to summary), so its Slurm start-up is not in it.
+the time from its start to the next segment's start (the requeue's wait included); the last
+one's runs to the time summary.json was written.
 """
 import datetime
 import json
@@ -40,7 +40,9 @@ def main(args):
                       parse_utc(s["started_utc"])).total_seconds()
             length = f"{length:.0f}"
         else:
-            length = f"{summary['wall_s']:.0f} (to the summary)"
+            end = datetime.datetime.utcfromtimestamp(
+                os.path.getmtime(os.path.join(run, "summary.json")))
+            length = f"{(end - parse_utc(s['started_utc'])).total_seconds():.0f} (to the summary)"
         hosts = ", ".join(",".join(p["hosts"]) for p in s.get("placement", []))
         resumed = os.path.basename(s["resumed_from"]) if s.get("resumed_from") else "-"
         print(f"| {slurm.get('segment', '-')} | {slurm.get('job_id', '-')} | "

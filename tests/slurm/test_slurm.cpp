@@ -3,8 +3,8 @@
 // one dc of one rank per node. A run past its time limit is signalled, checkpoints, is requeued,
 // resumes and ends bitwise equal to an uninterrupted run; scancel is not requeued and leaves a
 // valid checkpoint; a lost node makes the requeued job resume with fewer dcs; MAX_RESTARTS holds.
-// The runs sleep out a modelled link of 100 ms a sync (wan.mode sleep), so that they last long
-// enough for Slurm's signal whatever the machine's speed, while costing little CPU.
+// The runs sleep out a modelled link of 0.4 s a sync (wan.mode sleep, 200 ms latency), so that
+// they last long enough for Slurm's signal whatever the machine's speed, at little CPU.
 #include <catch2/catch.hpp>
 
 #include <chrono>
@@ -35,7 +35,7 @@ std::string run_sets(const std::string& dir, int64_t steps, const std::string& w
          " --set model.n_head=2 --set model.seq_len=32 --set data.batch_size=2"
          " --set run.threads=1 --set run.eval_every=0 --set run.log_every=100"
          " --set interval.controller=fixed --set interval.H=20 --set inner.warmup_steps=10"
-         " --set ckpt.every_steps=200 --set wan.latency_ms=100 --set wan.mode=" +
+         " --set ckpt.every_steps=200 --set wan.latency_ms=200 --set wan.mode=" +
          wan_mode + " --set run.steps=" + std::to_string(steps) + " --set data.train=" + dir +
          "/data/train_*.bin --set data.val=" + dir + "/data/val_*.bin";
 }
@@ -84,14 +84,15 @@ TEST_CASE(
   const auto reference = shell(
       std::string(AUTOLOCO_MPIEXEC) + " -n 2 --oversubscribe --allow-run-as-root --bind-to none " +
       AUTOLOCO_TRAIN_EXE + " " + AUTOLOCO_SOURCE_DIR + "/configs/diloco.yaml --set run.name=ref" +
-      " --set run.out_dir=" + dir + "/runs" + run_sets(dir, 3000, "account"));
+      " --set run.out_dir=" + dir + "/runs" + run_sets(dir, 4500, "account"));
   INFO(reference.text);
   REQUIRE(reference.rc == 0);
 
   SlurmLab lab(2, "t");
-  // 3000 steps of 150 syncs of 0.2 s: over 30 s, past Slurm's first check of the time limit,
-  // which sends SIGUSR1 since 60 s - 45 s is within its 30 s period.
-  const std::string job = submit(lab, dir, "timed", 3000, "--nodes=2 --time=1 --signal=B:USR1@45");
+  // 4500 steps, 225 syncs of 0.4 s: about 100 s, past the signal. Slurm looks at time limits
+  // every 30 s and sends it early by up to that much: with 120 s and 30 s of warning, between
+  // 60 s and 90 s into a segment (never before the run is launched), 30 s before the limit.
+  const std::string job = submit(lab, dir, "timed", 4500, "--nodes=2 --time=2 --signal=B:USR1@30");
   int requeues = 0;
   const bool done = lab.wait_done(job, 400, &requeues);
   const std::string log = job_log(dir, "timed", job);
@@ -117,8 +118,8 @@ TEST_CASE(
   CHECK(contains(segments[1], "\"resumed_from\":\"" + dir + "/runs/timed/checkpoints/step_"));
   for (const char* file : {"global.h5", "dc_0.h5", "dc_1.h5"}) {
     for (const char* set : {"outer/anchor", "outer/momentum", "replica/values"}) {
-      const std::string a = dir + "/runs/ref/checkpoints/step_3000";
-      const std::string b = dir + "/runs/timed/checkpoints/step_3000";
+      const std::string a = dir + "/runs/ref/checkpoints/step_4500";
+      const std::string b = dir + "/runs/timed/checkpoints/step_4500";
       const autoloco::Manifest m = autoloco::read_manifest(a);
       if (m.find(file) == nullptr || m.find(file)->datasets.count(set) == 0) continue;
       INFO(file << " " << set);
@@ -193,7 +194,7 @@ TEST_CASE("slurm: a run stopped at its time limit past MAX_RESTARTS is not reque
   autoloco::test::write_tiny_corpus(dir + "/data");
   SlurmLab lab(2, "m");
   const std::string job =
-      submit(lab, dir, "limited", 3000, "--nodes=2 --time=1 --signal=B:USR1@45", "MAX_RESTARTS=0");
+      submit(lab, dir, "limited", 4500, "--nodes=2 --time=2 --signal=B:USR1@30", "MAX_RESTARTS=0");
   int requeues = 0;
   const bool done = lab.wait_done(job, 200, &requeues);
   const std::string log = job_log(dir, "limited", job);
