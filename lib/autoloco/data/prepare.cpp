@@ -242,7 +242,7 @@ void check_options(const PrepareOptions& options) {
   }
   if (options.sp_model.empty() && (options.vocab_size < 260 || options.vocab_size > 1000000)) {
     throw DataError(
-        fmt::format("vocabulary size {} must be in [260, 1000000] (the 256 byte "
+        fmt::format("vocabulary size {} (--vocab-size) must be in [260, 1000000] (the 256 byte "
                     "pieces and a few special ones come first)",
                     options.vocab_size));
   }
