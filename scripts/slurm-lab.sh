@@ -44,11 +44,13 @@ state_dir() { echo "/run/slurmlab/$name"; }
 conf() { echo "$(state_dir)/slurm.conf"; }
 
 check_can_run() {
-  [[ $(id -u) -eq 0 ]] || die "needs root (network namespaces and the Slurm daemons): run it as root"
+  [[ $(id -u) -eq 0 ]] ||
+    die "needs root (network namespaces and the Slurm daemons): run it as root"
   local tool
   for tool in slurmctld slurmd sinfo munged mungekey; do
     command -v "$tool" >/dev/null ||
-      die "'$tool' not found: apt-get install slurmctld slurmd slurm-client munge (scripts/setup.sh)"
+      die "'$tool' not found: apt-get install slurmctld slurmd slurm-client munge" \
+        "(scripts/setup.sh)"
   done
   "$netlab" check >/dev/null || "$netlab" check
 }
@@ -125,7 +127,8 @@ cgroup_mounts() {
     esac
     cmds+=" && mkdir -p $dir && mount -t $type ${opts:+-o $opts} $type $dir"
   done </proc/self/mounts
-  if ! grep -q " /sys/fs/cgroup/" /proc/self/mounts && grep -q " /sys/fs/cgroup cgroup2 " /proc/self/mounts; then
+  if ! grep -q " /sys/fs/cgroup/" /proc/self/mounts &&
+    grep -q " /sys/fs/cgroup cgroup2 " /proc/self/mounts; then
     cmds="mount -t cgroup2 cgroup2 /sys/fs/cgroup"
   fi
   echo "$cmds"
@@ -175,7 +178,8 @@ failed_up() {
 wait_ready() {
   local n=$1 i idle
   for ((i = 0; i < ready_timeout_s * 4; i++)); do
-    idle=$(in_lab head sinfo --noheader --states=idle --format=%D 2>/dev/null | awk '{s += $1} END {print s + 0}')
+    idle=$(in_lab head sinfo --noheader --states=idle --format=%D 2>/dev/null |
+      awk '{s += $1} END {print s + 0}')
     ((idle == n)) && return 0
     sleep 0.25
   done
@@ -190,7 +194,8 @@ cmd_up() {
   [[ $cpus =~ ^[0-9]+$ && $cpus -ge 1 ]] || die "--cpus must be a positive number of CPUs per node"
   check_can_run
   dir=$(state_dir)
-  [[ ! -e $dir ]] || die "lab '$name' is up already (or half made: scripts/slurm-lab.sh down --name $name)"
+  [[ ! -e $dir ]] ||
+    die "lab '$name' is up already (or half made: scripts/slurm-lab.sh down --name $name)"
   # Whatever fails from here takes the lab down again, after showing what the daemons said.
   trap 'failed_up' EXIT
   "$netlab" up "$n" --name "$name" >/dev/null
