@@ -247,6 +247,12 @@ TEST_CASE("bits per byte match a hand computation", "[data][tokenizer]") {
   write_file(tmp.path / "d" / "prepare.json", "{\"vocab_size\": \"many\"");
   CHECK_THROWS_WITH(autoloco::read_prepared_data({(tmp.path / "d" / "val_000.bin").string()}, "v"),
                     Catch::Contains("prepare.json"));
+  // A model named anywhere but beside the file is not one autoloco-prepare wrote.
+  write_file(tmp.path / "d" / "prepare.json",
+             "{\"vocab_size\": 300, \"tokenizer\": \"sentencepiece\", "
+             "\"tokenizer_model\": \"../../etc/passwd\"}");
+  CHECK_THROWS_WITH(autoloco::read_prepared_data({(tmp.path / "d" / "val_000.bin").string()}, "v"),
+                    Catch::Contains("not a file name"));
   write_file(tmp.path / "d" / "prepare.json", "{\"vocab_size\": \"many\"}");
   CHECK_THROWS_WITH(autoloco::read_prepared_data({(tmp.path / "d" / "val_000.bin").string()}, "v"),
                     Catch::Contains("vocab_size") && Catch::Contains("prepare.json"));

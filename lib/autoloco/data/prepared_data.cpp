@@ -16,7 +16,9 @@ namespace fs = std::filesystem;
 namespace {
 
 void check_model_file(const PreparedData& p) {
-  const auto bytes = read_file_bytes(p.tokenizer_model);
+  // Only a regular file: a device or a pipe named here would block the read.
+  const auto bytes =
+      fs::is_regular_file(p.tokenizer_model) ? read_file_bytes(p.tokenizer_model) : std::nullopt;
   if (!bytes) {
     throw DataError(
         fmt::format("{} names the tokenizer model '{}', which is missing; copy it "
@@ -82,6 +84,14 @@ PreparedData read_one(const fs::path& json_path) {
   p.val_bytes_per_token = field<double>(root, "val_bytes_per_token", p.json_path)
                               .value_or(p.tokenizer == "bytes" ? 1.0 : static_cast<double>(NAN));
   if (const auto model = field<std::string>(root, "tokenizer_model", p.json_path)) {
+    // autoloco-prepare writes the model beside the shards; another path is not its file.
+    if (model->empty() || model->find('/') != std::string::npos || *model == "." ||
+        *model == "..") {
+      throw DataError(
+          fmt::format("{}: \"tokenizer_model\" is '{}', not a file name beside it; "
+                      "the file is damaged, so prepare the data again",
+                      p.json_path, *model));
+    }
     p.tokenizer_model = (json_path.parent_path() / *model).string();
     p.tokenizer_model_crc32 =
         field<int64_t>(root, "tokenizer_model_crc32", p.json_path).value_or(-1);
