@@ -62,7 +62,6 @@ class SlurmLab {
     const size_t begin = at + field.size() + 2;
     return s.substr(begin, s.find_first_of(" \n", begin) - begin);
   }
-  std::string final_state(const std::string& job) const { return job_field(job, "JobState"); }
   std::string state(const std::string& job) const { return job_field(job, "JobState"); }
   // Waits for the job to end for good; false after `limit_s` seconds. Counts the requeues it saw
   // (a job that ran, pending again). A requeued job starts again by itself 10 s later (the lab's

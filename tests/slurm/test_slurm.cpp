@@ -105,7 +105,7 @@ TEST_CASE(
   CHECK(contains(log, "stopped by a signal after a checkpoint: requeueing job " + job));
   CHECK(contains(log, "segment 2:"));
   CHECK(contains(log, "the run finished"));
-  CHECK(lab.final_state(job) == "COMPLETED");
+  CHECK(lab.state(job) == "COMPLETED");
   // Each dc on a node of its own, and each segment in the run's history.
   const std::string summary = read_text(dir + "/runs/timed/summary.json");
   CHECK(contains(summary, "\"hosts\":[\"" + lab.name() + "-h0\"]"));
@@ -144,7 +144,7 @@ TEST_CASE("slurm: scancel stops the run with a valid checkpoint and is not reque
   const std::string log = job_log(dir, "cancelled", job);
   INFO(log);
   REQUIRE(done);
-  CHECK(lab.final_state(job) == "CANCELLED");
+  CHECK(lab.state(job) == "CANCELLED");
   CHECK_FALSE(contains(log, "requeueing"));
   const auto checkpoints = autoloco::list_checkpoints(dir + "/runs/cancelled/checkpoints");
   REQUIRE_FALSE(checkpoints.empty());
@@ -202,7 +202,7 @@ TEST_CASE("slurm: a run stopped at its time limit past MAX_RESTARTS is not reque
   REQUIRE(done);
   CHECK(requeues == 0);
   CHECK(contains(log, "reach MAX_RESTARTS: not requeued"));
-  CHECK(lab.final_state(job) == "COMPLETED");
+  CHECK(lab.state(job) == "COMPLETED");
   CHECK(contains(read_text(dir + "/runs/limited/summary.json"), R"("stopped_by_signal":true)"));
 }
 

@@ -1,10 +1,11 @@
-// Reading what a run left behind, for the e2e suite: whole files, numbers out of the flat JSON
-// that autoloco writes, and the exit code of a command. Include after catch.hpp.
+// Reading what a run left behind, for the e2e and text suites: whole files, numbers out of the flat
+// JSON that autoloco writes, and the exit code of a command. Include after catch.hpp.
 #pragma once
 
 #include <sys/wait.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <regex>
 #include <sstream>
@@ -24,10 +25,17 @@ inline bool contains(const std::string& text, const std::string& part) {
 }
 
 inline std::string read_text(const std::string& path) {
-  std::ifstream in(path);
+  std::ifstream in(path, std::ios::binary);
   std::stringstream s;
   s << in.rdbuf();
   return s.str();
+}
+
+// Writes `text` to `path` as it is, creating the directories above it.
+inline void write_text(const std::string& path, const std::string& text) {
+  const std::filesystem::path file(path);
+  if (file.has_parent_path()) std::filesystem::create_directories(file.parent_path());
+  std::ofstream(path, std::ios::binary) << text;
 }
 
 inline std::vector<std::string> read_lines(const std::string& path) {

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "../support/run_files.hpp"
 #include "../support/split_tokens.hpp"
 #include "../support/temp_dir.hpp"
 #include "autoloco/data/dataset.hpp"
@@ -28,22 +29,12 @@ using autoloco::TokenDataset;
 
 using autoloco::test::decode_split;
 
+using autoloco::test::read_text;
+using autoloco::test::write_text;
+
 namespace {
 
 using autoloco::test::TempDir;
-
-void write_file(const fs::path& path, const std::string& text) {
-  fs::create_directories(path.parent_path());
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-}
-
-std::string read_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
-}
 
 std::vector<std::string> lines_of(const std::string& text) {
   std::vector<std::string> lines;
@@ -60,9 +51,9 @@ std::map<std::string, std::string> make_corpus(const fs::path& root) {
     const std::string rel = (i % 3 == 0 ? "sub/" : "") + std::string("doc") + std::to_string(i) +
                             (i % 2 == 0 ? ".rst" : ".txt");
     docs[rel] = "document number " + std::to_string(i) + " says hello";
-    write_file(root / rel, docs[rel]);
+    write_text(root / rel, docs[rel]);
   }
-  write_file(root / "image.bin", std::string("PNG\0\0\1binary", 13));
+  write_text(root / "image.bin", std::string("PNG\0\0\1binary", 13));
   return docs;
 }
 
@@ -96,7 +87,7 @@ TEST_CASE("prepare writes shards whose tokens are the documents plus separators"
   CHECK(report.vocab_size == 256);
   CHECK(fs::exists(tmp.path / "out" / "train_000.bin"));
   CHECK(fs::exists(tmp.path / "out" / "val_000.bin"));
-  const std::string json = read_file(tmp.path / "out" / "prepare.json");
+  const std::string json = read_text(tmp.path / "out" / "prepare.json");
   CHECK_THAT(json, Catch::Contains("\"val_unigram_entropy_nats\":") &&
                        Catch::Contains("\"vocab_size\":256") &&
                        Catch::Contains("\"train_tokens\":" + std::to_string(report.train_tokens)));
@@ -125,8 +116,8 @@ TEST_CASE("prepare splits deterministically for a seed", "[data][prepare]") {
   make_corpus(tmp.path / "corpus");
   autoloco::prepare_corpus(options_for(tmp.path / "corpus", tmp.path / "a"));
   autoloco::prepare_corpus(options_for(tmp.path / "corpus", tmp.path / "b"));
-  CHECK(read_file(tmp.path / "a" / "train_000.bin") == read_file(tmp.path / "b" / "train_000.bin"));
-  CHECK(read_file(tmp.path / "a" / "val_000.bin") == read_file(tmp.path / "b" / "val_000.bin"));
+  CHECK(read_text(tmp.path / "a" / "train_000.bin") == read_text(tmp.path / "b" / "train_000.bin"));
+  CHECK(read_text(tmp.path / "a" / "val_000.bin") == read_text(tmp.path / "b" / "val_000.bin"));
 }
 
 TEST_CASE("prepare cuts splits into shards of at most shard_tokens", "[data][prepare]") {
@@ -160,8 +151,8 @@ TEST_CASE("prepare keeps only the listed extensions", "[data][prepare]") {
 TEST_CASE("prepare val entropy matches a hand computation", "[data][prepare]") {
   TempDir tmp;
   // Two identical files: one must go to val, which then holds "aab\n".
-  write_file(tmp.path / "corpus" / "one.txt", "aab");
-  write_file(tmp.path / "corpus" / "two.txt", "aab");
+  write_text(tmp.path / "corpus" / "one.txt", "aab");
+  write_text(tmp.path / "corpus" / "two.txt", "aab");
   const PrepareReport report =
       autoloco::prepare_corpus(options_for(tmp.path / "corpus", tmp.path / "out"));
   REQUIRE(report.val_documents == 1);
@@ -181,13 +172,13 @@ TEST_CASE("prepare refuses to overwrite prepared data unless asked", "[data][pre
   PrepareOptions options = options_for(tmp.path / "corpus", tmp.path / "out");
   options.shard_tokens = 64;
   const PrepareReport first = autoloco::prepare_corpus(options);
-  const std::string before = read_file(tmp.path / "out" / "train_000.bin");
+  const std::string before = read_text(tmp.path / "out" / "train_000.bin");
 
   options.shard_tokens = 1 << 20;
   REQUIRE_THROWS_AS(autoloco::prepare_corpus(options), DataError);
   REQUIRE_THROWS_WITH(autoloco::prepare_corpus(options),
                       Catch::Contains("--overwrite") && Catch::Contains("out"));
-  CHECK(read_file(tmp.path / "out" / "train_000.bin") == before);
+  CHECK(read_text(tmp.path / "out" / "train_000.bin") == before);
 
   // With overwrite, the shards of the earlier, finer run must not linger.
   options.overwrite = true;

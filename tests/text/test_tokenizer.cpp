@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "../support/run_files.hpp"
 #include "../support/split_tokens.hpp"
 #include "../support/temp_dir.hpp"
 #include "autoloco/data/dataset.hpp"
@@ -25,22 +26,12 @@ using autoloco::SentencePieceTokenizer;
 using autoloco::TokenDataset;
 using autoloco::test::TempDir;
 
+using autoloco::test::read_text;
+using autoloco::test::write_text;
+
 namespace {
 
 constexpr int64_t kVocab = 320;
-
-std::string read_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
-}
-
-void write_file(const fs::path& path, const std::string& text) {
-  fs::create_directories(path.parent_path());
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-}
 
 // Sixteen small files of English-like text with indentation, digits and non-ASCII letters.
 std::vector<std::string> make_corpus(const fs::path& root) {
@@ -57,7 +48,7 @@ std::vector<std::string> make_corpus(const fs::path& root) {
       text += std::to_string(f * 100 + line) + "\n";
     }
     docs.push_back(text);
-    write_file(root / ("doc" + std::to_string(10 + f) + ".txt"), text);
+    write_text(root / ("doc" + std::to_string(10 + f) + ".txt"), text);
   }
   return docs;
 }
@@ -149,7 +140,7 @@ TEST_CASE("prepare with sentencepiece writes shards that decode to the documents
   CHECK(report.val_bytes == val.size());
   CHECK(report.val_bytes_per_token() ==
         Approx(static_cast<double>(val.size()) / static_cast<double>(val_tokens.size())));
-  const std::string json = read_file(tmp.path / "out" / "prepare.json");
+  const std::string json = read_text(tmp.path / "out" / "prepare.json");
   CHECK_THAT(json, Catch::Contains("\"tokenizer\":\"sentencepiece\"") &&
                        Catch::Contains("\"vocab_size\":320") &&
                        Catch::Contains("\"tokenizer_model\":\"tokenizer.model\"") &&
@@ -162,10 +153,10 @@ TEST_CASE("prepare with sentencepiece writes shards that decode to the documents
   given.threads = 1;
   const auto again = autoloco::prepare_corpus(given);
   CHECK(again.sp_model_type == "given");
-  CHECK(read_file(tmp.path / "given" / "train_000.bin") ==
-        read_file(tmp.path / "out" / "train_000.bin"));
-  CHECK(read_file(tmp.path / "given" / "tokenizer.model") ==
-        read_file(tmp.path / "out" / "tokenizer.model"));
+  CHECK(read_text(tmp.path / "given" / "train_000.bin") ==
+        read_text(tmp.path / "out" / "train_000.bin"));
+  CHECK(read_text(tmp.path / "given" / "tokenizer.model") ==
+        read_text(tmp.path / "out" / "tokenizer.model"));
 }
 
 TEST_CASE("the trainer's datasets refuse a vocabulary that is not the tokenizer's",
@@ -193,10 +184,10 @@ TEST_CASE("a missing or damaged tokenizer model is a clear error", "[data][token
   autoloco::prepare_corpus(sp_options(tmp.path / "corpus", tmp.path / "out"));
   const fs::path model = tmp.path / "out" / "tokenizer.model";
   const std::string pattern = (tmp.path / "out" / "val_*.bin").string();
-  std::string bytes = read_file(model);
+  std::string bytes = read_text(model);
 
   bytes[bytes.size() / 2] ^= 0x5a;
-  write_file(model, bytes);
+  write_text(model, bytes);
   REQUIRE_THROWS_AS(TokenDataset({pattern}, kVocab, "data.val"), DataError);
   REQUIRE_THROWS_WITH(TokenDataset({pattern}, kVocab, "data.val"),
                       Catch::Contains("tokenizer.model") && Catch::Contains("damaged"));
@@ -206,7 +197,7 @@ TEST_CASE("a missing or damaged tokenizer model is a clear error", "[data][token
                       Catch::Contains("tokenizer.model") && Catch::Contains("missing"));
 
   // prepare --sp-model with a file that is not a model, or no file.
-  write_file(model, "this is not a protobuf");
+  write_text(model, "this is not a protobuf");
   PrepareOptions given = sp_options(tmp.path / "corpus", tmp.path / "given");
   given.vocab_size = 0;
   given.sp_model = model.string();
@@ -237,23 +228,23 @@ TEST_CASE("bits per byte match a hand computation", "[data][tokenizer]") {
 
   // Byte shards: one byte per token, also for a prepare.json written before the field existed.
   TempDir tmp;
-  write_file(tmp.path / "d" / "prepare.json", "{\"vocab_size\":256,\"tokenizer\":\"bytes\"}\n");
+  write_text(tmp.path / "d" / "prepare.json", "{\"vocab_size\":256,\"tokenizer\":\"bytes\"}\n");
   const auto old = autoloco::read_prepared_data({(tmp.path / "d" / "val_000.bin").string()}, "v");
   REQUIRE(old);
   CHECK(old->val_bytes_per_token == 1.0);
   CHECK(!autoloco::read_prepared_data({(tmp.path / "none" / "x.bin").string()}, "v"));
 
   // A damaged prepare.json is named, not guessed around.
-  write_file(tmp.path / "d" / "prepare.json", "{\"vocab_size\": \"many\"");
+  write_text(tmp.path / "d" / "prepare.json", "{\"vocab_size\": \"many\"");
   CHECK_THROWS_WITH(autoloco::read_prepared_data({(tmp.path / "d" / "val_000.bin").string()}, "v"),
                     Catch::Contains("prepare.json"));
   // A model named anywhere but beside the file is not one autoloco-prepare wrote.
-  write_file(tmp.path / "d" / "prepare.json",
+  write_text(tmp.path / "d" / "prepare.json",
              "{\"vocab_size\": 300, \"tokenizer\": \"sentencepiece\", "
              "\"tokenizer_model\": \"../../etc/passwd\"}");
   CHECK_THROWS_WITH(autoloco::read_prepared_data({(tmp.path / "d" / "val_000.bin").string()}, "v"),
                     Catch::Contains("not a file name"));
-  write_file(tmp.path / "d" / "prepare.json", "{\"vocab_size\": \"many\"}");
+  write_text(tmp.path / "d" / "prepare.json", "{\"vocab_size\": \"many\"}");
   CHECK_THROWS_WITH(autoloco::read_prepared_data({(tmp.path / "d" / "val_000.bin").string()}, "v"),
                     Catch::Contains("vocab_size") && Catch::Contains("prepare.json"));
 }

@@ -40,15 +40,6 @@ double split_score(const std::string& name, uint64_t seed) {
   return static_cast<double>(h >> 11) * 0x1.0p-53;
 }
 
-bool has_suffix(const std::string& name, const std::vector<std::string>& suffixes) {
-  for (const auto& s : suffixes) {
-    if (name.size() >= s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0) {
-      return true;
-    }
-  }
-  return false;
-}
-
 bool inside(const fs::path& file, const fs::path& dir) {
   const fs::path rel = file.lexically_relative(dir);
   return !rel.empty() && *rel.begin() != "..";
@@ -182,6 +173,15 @@ size_t last_newline(std::string_view text, size_t from, size_t to, bool blank_li
 }
 
 }  // namespace
+
+bool has_suffix(const std::string& name, const std::vector<std::string>& suffixes) {
+  for (const auto& s : suffixes) {
+    if (name.size() >= s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0) {
+      return true;
+    }
+  }
+  return false;
+}
 
 uint64_t auto_document_bytes(size_t files, uint64_t bytes, double val_fraction) {
   // Less a hair, so that 20 / 0.05 is 400 and not 401 after rounding.

@@ -51,6 +51,9 @@ inline constexpr uint64_t kMinDocumentBytes = 1024;
 DocumentPlan plan_documents(const PrepareOptions& options,
                             const std::filesystem::path& canonical_out_dir);
 
+// Whether `name` ends with one of `suffixes` (--ext, and prepare's own output names).
+bool has_suffix(const std::string& name, const std::vector<std::string>& suffixes);
+
 // The cut size of the auto rule (options.doc_bytes == 0) for `files` files of `bytes` bytes in
 // all; 0 keeps files whole (up to kMaxDocumentBytes).
 uint64_t auto_document_bytes(size_t files, uint64_t bytes, double val_fraction);

@@ -20,6 +20,8 @@
 #include "autoloco/data/sentencepiece_tokenizer.hpp"
 #include "autoloco/data/shard.hpp"
 #include "autoloco/data/tokenizer.hpp"
+#include "autoloco/util/crc32.hpp"
+#include "autoloco/util/durable_file.hpp"
 #include "autoloco/util/error.hpp"
 #include "autoloco/util/json.hpp"
 #include "autoloco/util/timer.hpp"
@@ -34,14 +36,9 @@ constexpr uint64_t kBatchBytesPerThread = uint64_t{4} << 20;
 constexpr const char* kTokenizerModel = "tokenizer.model";
 constexpr uint64_t kMinDocBytes = 64;
 
-bool has_suffix(const std::string& name, const std::string& suffix) {
-  return name.size() >= suffix.size() &&
-         name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 bool is_prepare_output(const std::string& name) {
   const bool shard = (name.rfind("train_", 0) == 0 || name.rfind("val_", 0) == 0) &&
-                     (has_suffix(name, ".bin") || has_suffix(name, ".bin.tmp"));
+                     has_suffix(name, {".bin", ".bin.tmp"});
   return shard || name == "prepare.json" || name == "prepare.json.tmp" || name == kTokenizerModel ||
          name == std::string(kTokenizerModel) + ".tmp";
 }
@@ -252,29 +249,6 @@ void check_options(const PrepareOptions& options) {
   }
 }
 
-void write_atomically(const fs::path& path, const std::string& bytes) {
-  const fs::path tmp = path.string() + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    if (!out.flush()) {
-      throw DataError(fmt::format("cannot write '{}'; check free disk space", tmp.string()));
-    }
-  }
-  fs::rename(tmp, path);
-}
-
-// CRC-32 (IEEE) of the tokenizer model, so that the trainer can tell a damaged copy.
-uint32_t crc32_of(const std::string& bytes) {
-  uint32_t crc = 0xFFFFFFFFU;
-  for (char c : bytes) {
-    crc ^= static_cast<unsigned char>(c);
-    for (int k = 0; k < 8; ++k)
-      crc = (crc >> 1) ^ (0xEDB88320U & (0U - (crc & 1U)));
-  }
-  return ~crc;
-}
-
 void write_json(const fs::path& path, const PrepareReport& report, const PrepareOptions& options,
                 uint32_t model_crc) {
   JsonObject json;
@@ -304,7 +278,7 @@ void write_json(const fs::path& path, const PrepareReport& report, const Prepare
       .add("val_fraction", options.val_fraction)
       .add("seed", static_cast<int64_t>(options.seed))
       .add("shard_tokens", static_cast<int64_t>(options.shard_tokens));
-  write_atomically(path, json.str() + "\n");
+  write_file_durable(path.string(), json.str() + "\n");
 }
 
 // With --overwrite, shards of an earlier, larger run would still match train_*.bin.
@@ -364,9 +338,10 @@ PrepareReport run(const PrepareOptions& options) {
   uint32_t model_crc = 0;
   if (const auto* sp = dynamic_cast<const SentencePieceTokenizer*>(tokenizer.get())) {
     const std::string model = sp->serialized();
-    model_crc = crc32_of(model);
+    // Its CRC-32, so that the trainer can tell a damaged copy.
+    model_crc = crc32(model.data(), model.size());
     report.tokenizer_model = kTokenizerModel;
-    write_atomically(out_dir / kTokenizerModel, model);
+    write_file_durable((out_dir / kTokenizerModel).string(), model);
   }
   remove_stale(before, report);
   // Last, so a prepare.json always describes a complete set of shards.

@@ -1,5 +1,6 @@
 // SentencePiece behind the Tokenizer interface (see sentencepiece_tokenizer.hpp). Compiled with
-// AUTOLOCO_HAVE_SENTENCEPIECE where CMake found the library; the stubs below say otherwise.
+// AUTOLOCO_HAVE_SENTENCEPIECE where CMake found the library; without it, every entry point
+// refuses with a DataError that says how to get a build that has it.
 #include "autoloco/data/sentencepiece_tokenizer.hpp"
 
 #include <fmt/format.h>

@@ -68,7 +68,6 @@ class SentencePieceTokenizer final : public Tokenizer {
   std::unique_ptr<sentencepiece::SentencePieceProcessor> processor_;
   std::string what_;
   std::vector<uint32_t> newline_;  // the model's tokens for "\n"
-
 };
 
 }  // namespace autoloco
