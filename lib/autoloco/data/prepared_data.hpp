@@ -4,8 +4,8 @@
 // turn eval loss into bits per byte.
 #pragma once
 
-#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -17,7 +17,7 @@ struct PreparedData {
   std::string tokenizer;  // "bytes" or "sentencepiece"
   int64_t vocab_size = 0;
   // Bytes of text per token of the val split; NaN when the file predates it.
-  double val_bytes_per_token = NAN;
+  double val_bytes_per_token = std::numeric_limits<double>::quiet_NaN();
   std::string tokenizer_model;         // path of the model file, or empty (bytes)
   int64_t tokenizer_model_crc32 = -1;  // -1: not recorded
 
