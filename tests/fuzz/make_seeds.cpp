@@ -1,7 +1,9 @@
 // Writes the generated part of the seed corpus of the fuzz targets (tests/fuzz/corpus): token
 // shards, small checkpoint files laid out like a run's global.h5, and manifests, each valid and
-// a few near-valid variants; and the config target's dictionary (tests/fuzz/config.dict: every
-// section and key). Run from the repository root after changing a format or adding a key:
+// a few near-valid variants (among them checkpoint files whose dimensions overflow or exceed the
+// file, a short sync/pending_scalars, and manifests naming files outside the checkpoint); and
+// the config target's dictionary (tests/fuzz/config.dict: every section and key). Run from the
+// repository root after changing a format or adding a key:
 //   build/fuzz/make_seeds tests/fuzz
 // The config target's seeds are written by hand (corpus/config), and scripts/fuzz.sh adds
 // configs/*.yaml to them.
@@ -71,6 +73,42 @@ DatasetSums checkpoint(const fs::path& path, bool full) {
   return w.close();
 }
 
+// Files whose headers are intact (every HDF5 checksum right) but that claim more than they hold:
+// the reader must refuse them before it allocates, whatever the manifest says.
+void damaged_checkpoints(const fs::path& dir) {
+  const std::vector<float> anchor = {0.5f, -1.25f, 3.0f};
+  const auto fresh = [&](const char* name) {
+    fs::remove(dir / name);
+    return (dir / name).string();
+  };
+  {
+    H5Writer w(fresh("overflow_dims.h5"));  // 2^64 values: HDF5 counts 0
+    w.write("counters/step", int64_t{40});
+    w.declare("outer/anchor", H5Type::f32, {uint64_t{1} << 32, uint64_t{1} << 32});
+    w.declare("counters/h_per_round", H5Type::i64, {uint64_t{1} << 31, uint64_t{1} << 31, 4});
+    w.close();
+  }
+  {
+    H5Writer w(fresh("oversized_dims.h5"));  // 4 TiB of anchor in a file of a few KB
+    w.write("outer/momentum", anchor.data(), {3});
+    w.declare("outer/anchor", H5Type::f32, {uint64_t{1} << 40});
+    w.declare("rng/cpu", H5Type::u8, {uint64_t{1} << 62});
+    w.declare("config", H5Type::text, {40});  // 40 strings where one is read
+    w.close();
+  }
+  {
+    H5Writer w(fresh("short_pending_scalars.h5"));  // a sync in flight of 2 dcs with 3 scalars
+    w.write("topology/num_dcs", int64_t{2});
+    w.write("sync/pending", int64_t{1});
+    w.write("sync/pending_due_step", int64_t{42});
+    w.write("sync/pending_round", std::vector<int64_t>{2, 40, 20, 24, 0, 48});
+    w.write("sync/pending_scalars", std::vector<double>{2.0, 3.5, 0.25});
+    w.write("sync/pending_link_s", 0.125);
+    w.write("sync/pending_sum", anchor.data(), {3});
+    w.close();
+  }
+}
+
 void manifests(const fs::path& dir, const DatasetSums& sums) {
   Manifest m;
   m.format_version = 1;
@@ -88,6 +126,20 @@ void manifests(const fs::path& dir, const DatasetSums& sums) {
   std::string bad_crc = json;
   bad_crc.replace(bad_crc.find("1234abcd"), 8, "12x4abcd");
   write_file(dir / "bad_crc.json", bad_crc);
+  // Names that lead out of the checkpoint's directory, or none, or twice; a negative size.
+  const auto renamed = [&](const std::string& name) {
+    Manifest bad = m;
+    bad.files[1].name = name;
+    return bad.to_json();
+  };
+  write_file(dir / "absolute_name.json", renamed("/etc/passwd"));
+  write_file(dir / "parent_name.json", renamed("../x.h5"));
+  write_file(dir / "subdir_name.json", renamed("a/b.h5"));
+  write_file(dir / "empty_name.json", renamed(""));
+  write_file(dir / "duplicate_name.json", renamed("global.h5"));
+  Manifest negative = m;
+  negative.files[2].size = -512;
+  write_file(dir / "negative_size.json", negative.to_json());
 }
 
 // libFuzzer dictionary entries: sections, keys as a YAML mapping writes them and as --set
@@ -156,6 +208,7 @@ int main(int argc, char** argv) {
   shards(root / "shard");
   checkpoint(root / "checkpoint" / "minimal.h5", false);
   const DatasetSums sums = checkpoint(root / "checkpoint" / "global.h5", true);
+  damaged_checkpoints(root / "checkpoint");
   manifests(root / "manifest", sums);
   config_dict(fs::path(argv[1]) / "config.dict");
   return 0;

@@ -241,3 +241,160 @@ TEST_CASE("h5 reader: a dataset larger than one read slice reads back and is che
   const H5Reader r(path, &sums);
   CHECK_THROWS_WITH(r.read_f32("outer/anchor"), Catch::Contains("does not match the manifest"));
 }
+
+namespace {
+
+// The message of the CheckpointError that `f` throws; "" when it throws none (another exception
+// escapes and fails the test).
+template <class F>
+std::string checkpoint_error(F&& f) {
+  try {
+    f();
+  } catch (const CheckpointError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// Sums of a file that holds `name` as six honest floats: the manifest a crafted file is read
+// against (its byte count and CRC-32 are those of what the trainer would have written).
+DatasetSums honest_sums(const std::string& path, const std::string& name) {
+  const std::vector<float> six = {1, 2, 3, 4, 5, 6};
+  H5Writer w(path);
+  w.write(name, six.data(), {6});
+  return w.close();
+}
+
+}  // namespace
+
+TEST_CASE("h5 reader: dimensions whose product overflows are refused naming file and dataset",
+          "[unit][ckpt]") {
+  const test::TempDir tmp("ckpt-overflow");
+  const std::string path = tmp.file("global.h5");
+  const DatasetSums sums = honest_sums(tmp.file("honest.h5"), "outer/anchor");
+  {
+    H5Writer w(path);
+    // HDF5 takes these and counts 2^64 mod 2^64 = 0 values.
+    w.declare("outer/anchor", H5Type::f32, {uint64_t{1} << 32, uint64_t{1} << 32});
+    w.declare("counters/h_per_round", H5Type::i64, {uint64_t{1} << 31, uint64_t{1} << 31, 4});
+    w.close();
+  }
+  const std::string overflow = "does not fit in 64 bits";
+  const H5Reader plain(path);
+  CHECK_THAT(
+      checkpoint_error([&] { plain.numel("outer/anchor"); }),
+      Catch::Contains(path) && Catch::Contains("'outer/anchor'") && Catch::Contains(overflow));
+  CHECK_THAT(checkpoint_error([&] { plain.read_f32("outer/anchor"); }), Catch::Contains(overflow));
+  CHECK_THAT(checkpoint_error([&] { plain.read_i64("counters/h_per_round"); }),
+             Catch::Contains("'counters/h_per_round'") && Catch::Contains(overflow));
+  CHECK_THAT(checkpoint_error([&] { plain.sums(); }), Catch::Contains(overflow));
+  const H5Reader checked(path, &sums);
+  CHECK_THAT(checkpoint_error([&] { checked.read_f32("outer/anchor"); }),
+             Catch::Contains(path) && Catch::Contains(overflow));
+  std::vector<float> into(6);
+  CHECK_THAT(checkpoint_error([&] { checked.read("outer/anchor", into.data(), 6); }),
+             Catch::Contains(overflow));
+}
+
+TEST_CASE(
+    "h5 reader: a dataset declared larger than the file or the manifest is refused before "
+    "it is allocated",
+    "[unit][ckpt]") {
+  const test::TempDir tmp("ckpt-oversized");
+  const std::string path = tmp.file("global.h5");
+  const DatasetSums sums = honest_sums(tmp.file("honest.h5"), "outer/anchor");
+  {
+    H5Writer w(path);
+    w.declare("outer/anchor", H5Type::f32, {uint64_t{1} << 40});  // 4 TiB: would bad_alloc
+    w.declare("counters/h_per_round", H5Type::i64, {uint64_t{1} << 60});
+    w.declare("rng/cpu", H5Type::u8, {uint64_t{1} << 62});
+    w.declare("controller/state", H5Type::f64, {16});  // 128 bytes: fits in the file
+    w.close();
+  }
+  const std::string too_big = "more than the file's";
+  const H5Reader plain(path);
+  CHECK_THAT(
+      checkpoint_error([&] { plain.read_f32("outer/anchor"); }),
+      Catch::Contains(path) && Catch::Contains("'outer/anchor'") && Catch::Contains(too_big));
+  CHECK_THAT(checkpoint_error([&] { plain.read_i64("counters/h_per_round"); }),
+             Catch::Contains(too_big));
+  CHECK_THAT(checkpoint_error([&] { plain.read_u8("rng/cpu"); }),
+             Catch::Contains("'rng/cpu'") && Catch::Contains(too_big));
+  CHECK_THAT(checkpoint_error([&] { plain.sums(); }), Catch::Contains(too_big));
+  CHECK(plain.read_f64("controller/state").size() == 16);  // small: read, as fill values
+
+  // With the manifest: its byte count bounds what is allocated, before any value is read.
+  DatasetSums manifest = sums;
+  manifest["controller/state"] = DatasetSum{24, 0x12345678};  // three values written
+  const H5Reader checked(path, &manifest);
+  CHECK_THAT(checkpoint_error([&] { checked.read_f32("outer/anchor"); }),
+             Catch::Contains(path) && Catch::Contains(too_big));
+  CHECK_THAT(checkpoint_error([&] { checked.read_f64("controller/state"); }),
+             Catch::Contains(path) && Catch::Contains("'controller/state'") &&
+                 Catch::Contains("(128 bytes; the manifest says 24 bytes)"));
+  CHECK_THAT(checkpoint_error([&] { checked.read_u8("rng/cpu"); }), Catch::Contains("'rng/cpu'"));
+}
+
+TEST_CASE("h5 reader: a string dataset of several strings is refused, not read past its buffer",
+          "[unit][ckpt]") {
+  const test::TempDir tmp("ckpt-strings");
+  const std::string path = tmp.file("global.h5");
+  {
+    H5Writer w(path);
+    w.write("reason", std::string("end"));
+    w.declare("config", H5Type::text, {40});  // 40 strings of 8 bytes, where one is read
+    w.close();
+  }
+  const H5Reader r(path);
+  CHECK(r.read_string("reason") == "end");
+  CHECK_THAT(
+      checkpoint_error([&] { r.read_string("config"); }),
+      Catch::Contains(path) && Catch::Contains("'config'") && Catch::Contains("holds 40 strings"));
+}
+
+TEST_CASE(
+    "manifest: file names outside the checkpoint directory, empty, repeated or with a "
+    "negative size are refused naming the name",
+    "[unit][ckpt]") {
+  const auto manifest_with = [](const std::vector<std::string>& names, int64_t size = 10) {
+    Manifest m;
+    m.format_version = kCheckpointFormat;
+    m.step = 5;
+    m.reason = "end";
+    m.created = "2026-11-30T10:00:00Z";
+    for (const std::string& name : names)
+      m.files.push_back(ManifestFile{name, size, {{"outer/anchor", DatasetSum{24, 0xabcdef01}}}});
+    return m.to_json();
+  };
+  CHECK_NOTHROW(parse_manifest(manifest_with({"global.h5", "dc_0.h5", "rank_0.h5"}), "ok"));
+  CHECK_NOTHROW(parse_manifest(manifest_with({"a..h5"}), "dots inside a name"));
+  for (const std::string bad : {"/etc/passwd", "../x.h5", "a/b.h5", "", ".", "..", "dc_0.h5/"}) {
+    INFO(bad);
+    CHECK_THAT(checkpoint_error([&] {
+                 parse_manifest(manifest_with({"global.h5", bad}), "ckpt/manifest.json");
+               }),
+               Catch::Contains("ckpt/manifest.json") &&
+                   Catch::Contains("'" + bad + "', which is not a plain file name"));
+    CHECK_THROWS_AS(parse_manifest_file(ManifestFile{bad, 1, {}}.to_json(), "entry"),
+                    CheckpointError);
+  }
+  CHECK_THAT(checkpoint_error([&] {
+               parse_manifest(manifest_with({"global.h5", "rank_0.h5", "global.h5"}), "m.json");
+             }),
+             Catch::Contains("m.json") && Catch::Contains("lists the file 'global.h5' twice"));
+  CHECK_THAT(checkpoint_error([&] { parse_manifest(manifest_with({"global.h5"}, -1), "m.json"); }),
+             Catch::Contains("m.json") && Catch::Contains("-1 bytes"));
+
+  // A checkpoint whose manifest names a file elsewhere fails the quick check; nothing is opened.
+  const test::TempDir tmp("ckpt-names");
+  const std::string dir = tmp.file("checkpoints");
+  const std::string ckpt = fake_checkpoint(dir, 10);
+  Manifest m = read_manifest(ckpt);
+  m.files.push_back(
+      ManifestFile{"/etc/passwd", static_cast<int64_t>(fs::file_size("/etc/passwd")), {}});
+  write_manifest(ckpt, m);
+  const CheckpointInfo info = inspect_checkpoint(ckpt);
+  CHECK_FALSE(info.ok());
+  CHECK_THAT(info.problem, Catch::Contains("/etc/passwd"));
+  CHECK_THAT(verify_checkpoint(ckpt), Catch::Contains("/etc/passwd"));
+}

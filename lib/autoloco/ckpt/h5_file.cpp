@@ -2,10 +2,13 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <hdf5.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <future>
 #include <iterator>
 #include <numeric>
@@ -43,6 +46,46 @@ hid_t file_access() {
 
 int64_t product(const std::vector<int64_t>& shape) {
   return std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<>());
+}
+
+// The element count of a file's dimensions, or -1 when a dimension or their product does not
+// fit in int64: HDF5 itself lets the product wrap around (dims {2^32, 2^32} count 0 values).
+int64_t checked_product(const std::vector<hsize_t>& dims) {
+  int64_t n = 1;
+  for (const hsize_t d : dims) {
+    if (d > static_cast<hsize_t>(INT64_MAX) ||
+        __builtin_mul_overflow(n, static_cast<int64_t>(d), &n)) {
+      return -1;
+    }
+  }
+  return n;
+}
+
+// The type HDF5 stores for H5Writer::declare's element types.
+hid_t declared_type(H5Type type) {
+  switch (type) {
+    case H5Type::f32:
+      return H5Tcopy(H5T_NATIVE_FLOAT);
+    case H5Type::f64:
+      return H5Tcopy(H5T_NATIVE_DOUBLE);
+    case H5Type::i64:
+      return H5Tcopy(H5T_NATIVE_INT64);
+    case H5Type::u8:
+      return H5Tcopy(H5T_NATIVE_UINT8);
+    case H5Type::text: {
+      const hid_t text = H5Tcopy(H5T_C_S1);
+      H5Tset_size(text, 8);
+      return text;
+    }
+    case H5Type::other:
+      break;
+  }
+  return H5Tcopy(H5T_STD_I16LE);  // a type no reader of autoloco's reads
+}
+
+int64_t file_size(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 ? static_cast<int64_t>(st.st_size) : 0;
 }
 
 void fsync_path(const std::string& path) {
@@ -170,6 +213,20 @@ void H5Writer::write(const std::string& name, const std::string& text) {
   write_raw(name, type.id, stored.data(), stored.size(), {});
 }
 
+void H5Writer::declare(const std::string& name, H5Type type, const std::vector<uint64_t>& dims) {
+  const std::vector<hsize_t> extent(dims.begin(), dims.end());
+  const Handle space{H5Screate_simple(static_cast<int>(extent.size()), extent.data(), nullptr),
+                     H5Sclose};
+  const Handle stored{declared_type(type), H5Tclose};
+  const Handle set{
+      H5Dcreate2(file_, name.c_str(), stored.id, space.id, lcpl_, H5P_DEFAULT, H5P_DEFAULT),
+      H5Dclose};
+  if (space.id < 0 || set.id < 0) {
+    throw CheckpointError(fmt::format("cannot declare dataset '{}' of '{}' with dimensions [{}]",
+                                      name, path_, fmt::join(dims, ", ")));
+  }
+}
+
 DatasetSums H5Writer::close() {
   H5Pclose(lcpl_);
   lcpl_ = -1;
@@ -196,6 +253,7 @@ H5Reader::H5Reader(const std::string& path, const DatasetSums* expected)
     throw CheckpointError(fmt::format(
         "cannot open checkpoint file '{}': missing, truncated or not an HDF5 file", path));
   }
+  file_bytes_ = file_size(path);
 }
 
 H5Reader::~H5Reader() {
@@ -225,11 +283,32 @@ std::vector<int64_t> H5Reader::shape(const std::string& name) const {
   }
   std::vector<hsize_t> dims(static_cast<size_t>(rank));
   H5Sget_simple_extent_dims(space.id, dims.data(), nullptr);
+  if (checked_product(dims) < 0) {
+    throw CheckpointError(fmt::format(
+        "checkpoint file '{}': dataset '{}' declares dimensions [{}], whose product does not fit "
+        "in 64 bits: the file is damaged; use another checkpoint",
+        path_, name, fmt::join(dims, ", ")));
+  }
   return {dims.begin(), dims.end()};
 }
 
 int64_t H5Reader::numel(const std::string& name) const {
-  return product(shape(name));
+  const int64_t count = product(shape(name));  // shape() checked it for overflow
+  // H5Writer stores every value, uncompressed: values that could not fit in the file are not
+  // there to read, and a buffer of their size is never allocated.
+  const Handle set{H5Dopen2(file_, name.c_str(), H5P_DEFAULT), H5Dclose};
+  const Handle type{H5Dget_type(set.id), H5Tclose};
+  const size_t elem = type.id < 0 ? 0 : H5Tget_size(type.id);
+  if (elem == 0) {
+    throw CheckpointError(fmt::format("cannot read the type of dataset '{}' of '{}'", name, path_));
+  }
+  if (count > file_bytes_ / static_cast<int64_t>(elem)) {
+    throw CheckpointError(fmt::format(
+        "checkpoint file '{}': dataset '{}' declares {} values of {} bytes, more than the file's "
+        "{} bytes hold: the file is damaged; use another checkpoint",
+        path_, name, count, elem, file_bytes_));
+  }
+  return count;
 }
 
 H5Type H5Reader::type(const std::string& name) const {
@@ -276,6 +355,22 @@ std::vector<std::string> H5Reader::datasets() const {
   return names;
 }
 
+void H5Reader::check_bytes(const std::string& name, size_t bytes, bool listed) const {
+  if (!expected_) return;
+  const auto it = expected_->find(name);
+  if (it == expected_->end()) {
+    if (!listed) return;
+    throw CheckpointError(
+        fmt::format("checkpoint file '{}': dataset '{}' is not in the manifest", path_, name));
+  }
+  if (it->second.bytes != static_cast<int64_t>(bytes)) {
+    throw CheckpointError(
+        fmt::format("checkpoint file '{}': dataset '{}' does not match the manifest ({} bytes; the "
+                    "manifest says {} bytes): the file is corrupted",
+                    path_, name, bytes, it->second.bytes));
+  }
+}
+
 void H5Reader::check_sum(const std::string& name, const void* data, size_t bytes) const {
   if (expected_) check_sum(name, bytes, crc32(data, bytes));
 }
@@ -302,8 +397,10 @@ void H5Reader::read_raw(const std::string& name, int64_t type, void* out, size_t
         fmt::format("checkpoint file '{}': dataset '{}' holds {} values where {} are expected",
                     path_, name, have, count));
   }
-  const Handle set{H5Dopen2(file_, name.c_str(), H5P_DEFAULT), H5Dclose};
+  // numel() bounded `count` by the file's size: no overflow.
   const size_t bytes = static_cast<size_t>(count) * elem_size;
+  check_bytes(name, bytes, /*listed=*/true);
+  const Handle set{H5Dopen2(file_, name.c_str(), H5P_DEFAULT), H5Dclose};
   if (expected_ && bytes >= kOverlapBytes && shape(name).size() == 1) {
     uint32_t crc = 0;
     if (!read_overlapped(set.id, type, out, elem_size, count, crc)) {
@@ -357,24 +454,27 @@ void H5Reader::read(const std::string& name, uint8_t* out, int64_t count) const 
   read_raw(name, H5T_NATIVE_UINT8, out, sizeof(uint8_t), count);
 }
 
+// The vector's size is the file's word: bounded by the file and the manifest before allocating.
 template <class T>
-static std::vector<T> read_all(const H5Reader& r, const std::string& name) {
-  std::vector<T> out(static_cast<size_t>(r.numel(name)));
-  r.read(name, out.data(), static_cast<int64_t>(out.size()));
+std::vector<T> H5Reader::read_all(const std::string& name) const {
+  const int64_t count = numel(name);
+  check_bytes(name, static_cast<size_t>(count) * sizeof(T), /*listed=*/true);
+  std::vector<T> out(static_cast<size_t>(count));
+  read(name, out.data(), count);
   return out;
 }
 
 std::vector<float> H5Reader::read_f32(const std::string& name) const {
-  return read_all<float>(*this, name);
+  return read_all<float>(name);
 }
 std::vector<double> H5Reader::read_f64(const std::string& name) const {
-  return read_all<double>(*this, name);
+  return read_all<double>(name);
 }
 std::vector<int64_t> H5Reader::read_i64(const std::string& name) const {
-  return read_all<int64_t>(*this, name);
+  return read_all<int64_t>(name);
 }
 std::vector<uint8_t> H5Reader::read_u8(const std::string& name) const {
-  return read_all<uint8_t>(*this, name);
+  return read_all<uint8_t>(name);
 }
 int64_t H5Reader::read_int(const std::string& name) const {
   int64_t v = 0;
@@ -398,7 +498,16 @@ std::string H5Reader::read_string(const std::string& name) const {
     throw CheckpointError(fmt::format(
         "checkpoint file '{}': dataset '{}' is not a fixed-length string", path_, name));
   }
-  std::string text(H5Tget_size(type.id), '\0');
+  // One string: HDF5 would write every element of a longer dataspace into the buffer.
+  if (numel(name) != 1) {
+    throw CheckpointError(fmt::format(
+        "checkpoint file '{}': dataset '{}' holds {} strings where one is expected: the file is "
+        "damaged; use another checkpoint",
+        path_, name, numel(name)));
+  }
+  const size_t size = H5Tget_size(type.id);
+  check_bytes(name, size, /*listed=*/true);
+  std::string text(size, '\0');
   if (H5Dread(set.id, type.id, H5S_ALL, H5S_ALL, H5P_DEFAULT, text.data()) < 0) {
     throw CheckpointError(
         fmt::format("cannot read dataset '{}' of '{}': the file is damaged", name, path_));
@@ -413,7 +522,10 @@ DatasetSums H5Reader::sums() const {
   for (const std::string& name : datasets()) {
     const Handle set{H5Dopen2(file_, name.c_str(), H5P_DEFAULT), H5Dclose};
     const Handle type{H5Dget_type(set.id), H5Tclose};
+    // numel() bounded the count by the file's size; a size the manifest contradicts is refused
+    // before the buffer is allocated (one it does not list is verify's to report).
     const size_t bytes = static_cast<size_t>(numel(name)) * H5Tget_size(type.id);
+    check_bytes(name, bytes, /*listed=*/false);
     std::vector<uint8_t> raw(bytes);
     // The file's own type as memory type: the bytes as they were written (same machine order).
     if (bytes > 0 && H5Dread(set.id, type.id, H5S_ALL, H5S_ALL, H5P_DEFAULT, raw.data()) < 0) {

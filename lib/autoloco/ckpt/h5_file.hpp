@@ -40,6 +40,11 @@ class H5Writer {
   void write(const std::string& name, const std::vector<double>& values);
   // A fixed-length string (h5py reads it as bytes).
   void write(const std::string& name, const std::string& text);
+  // A dataset of `dims` whose values are never written: HDF5 stores none (a reader would see
+  // fill values) and no sum is recorded. The trainer never declares one; the tests and the fuzz
+  // seeds do, for files that claim more values than they hold, whose dimensions may even
+  // overflow (H5Reader must refuse them before it allocates). `type` text: 8-byte strings.
+  void declare(const std::string& name, H5Type type, const std::vector<uint64_t>& dims);
 
   // Closes the file and flushes it to the disk (fsync). Returns the sums of every dataset.
   DatasetSums close();
@@ -59,6 +64,9 @@ class H5Reader {
   // Opens `path` read-only. With `expected`, every read checks the dataset's bytes against it
   // (and a dataset missing from it is an error). A file in HDF5's earliest formats (superblock
   // 0 or 1: no checksums), which H5Writer never writes, is refused.
+  // The file is not trusted: before anything is allocated for a dataset, its element count is
+  // the product of its dimensions checked for overflow, and its bytes must fit in the file
+  // (H5Writer stores every value, uncompressed) and equal the byte count in `expected`.
   explicit H5Reader(const std::string& path, const DatasetSums* expected = nullptr);
   ~H5Reader();
   H5Reader(const H5Reader&) = delete;
@@ -66,12 +74,14 @@ class H5Reader {
 
   bool has(const std::string& name) const;
   std::vector<int64_t> shape(const std::string& name) const;
+  // The element count, checked as the constructor's comment says (but for the manifest).
   int64_t numel(const std::string& name) const;
   H5Type type(const std::string& name) const;
   // Every dataset's path, in HDF5's visiting order.
   std::vector<std::string> datasets() const;
 
-  // Reads exactly `count` elements (the dataset must hold that many).
+  // Reads exactly `count` elements (the dataset must hold that many). The vectors' reads below
+  // take the dataset's own count, bounded as the constructor says; a string is one element.
   void read(const std::string& name, float* out, int64_t count) const;
   void read(const std::string& name, double* out, int64_t count) const;
   void read(const std::string& name, int64_t* out, int64_t count) const;
@@ -91,6 +101,11 @@ class H5Reader {
  private:
   void read_raw(const std::string& name, int64_t type, void* out, size_t elem_size,
                 int64_t count) const;
+  // With a manifest, throws unless it lists `name` with `bytes`: done before the dataset's
+  // values are allocated and read. `listed`: a dataset the manifest lacks is an error too.
+  void check_bytes(const std::string& name, size_t bytes, bool listed) const;
+  template <class T>
+  std::vector<T> read_all(const std::string& name) const;
   void check_sum(const std::string& name, const void* data, size_t bytes) const;
   void check_sum(const std::string& name, size_t bytes, uint32_t crc) const;
   // A large 1-D dataset read in slices, each slice's checksum computed while the next is read.
@@ -99,6 +114,7 @@ class H5Reader {
                        uint32_t& crc) const;
   std::string path_;
   int64_t file_ = -1;
+  int64_t file_bytes_ = 0;  // the file's size on disk: no dataset's values can be larger
   const DatasetSums* expected_ = nullptr;
 };
 

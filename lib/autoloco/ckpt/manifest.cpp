@@ -5,6 +5,7 @@
 
 #include <ctime>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "autoloco/ckpt/layout.hpp"
@@ -24,14 +25,40 @@ JsonObject file_json(const ManifestFile& f) {
   return JsonObject().add("name", f.name).add("size", f.size).add("datasets", sets);
 }
 
+// A file of a checkpoint lies in its directory: a name that leads elsewhere ("/etc/passwd",
+// "../x.h5", "a/b.h5") would make the checks and readers open a file of another directory.
+void check_file_name(const std::string& name, const std::string& origin) {
+  if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos ||
+      name.find('\0') != std::string::npos) {
+    throw CheckpointError(fmt::format(
+        "{}: lists the file '{}', which is not a plain file name in the checkpoint's directory: "
+        "the manifest is damaged; use another checkpoint",
+        origin, name));
+  }
+}
+
+// Sizes are counts of bytes: a negative one is damage, never a file autoloco wrote.
+int64_t byte_count(const YAML::Node& n, const std::string& what, const std::string& origin) {
+  const auto bytes = n.as<int64_t>();
+  if (bytes < 0) {
+    throw CheckpointError(
+        fmt::format("{}: {} is {} bytes: the manifest is damaged; use another checkpoint", origin,
+                    what, bytes));
+  }
+  return bytes;
+}
+
 // yaml-cpp reads JSON (a subset of YAML's flow style).
 ManifestFile file_from(const YAML::Node& n, const std::string& origin) {
   ManifestFile f;
   f.name = n["name"].as<std::string>();
-  f.size = n["size"].as<int64_t>();
+  check_file_name(f.name, origin);
+  f.size = byte_count(n["size"], fmt::format("the size of '{}'", f.name), origin);
   for (const auto& entry : n["datasets"]) {
     DatasetSum sum;
-    sum.bytes = entry.second["bytes"].as<int64_t>();
+    sum.bytes = byte_count(
+        entry.second["bytes"],
+        fmt::format("dataset '{}' of '{}'", entry.first.as<std::string>(), f.name), origin);
     const std::string hex = entry.second["crc32"].as<std::string>();
     size_t used = 0;
     sum.crc = static_cast<uint32_t>(std::stoul(hex, &used, 16));
@@ -97,8 +124,15 @@ Manifest parse_manifest(const std::string& text, const std::string& origin) {
     m.round = root["round"].as<int64_t>();
     m.reason = root["reason"].as<std::string>();
     m.created = root["created"].as<std::string>();
-    for (const auto& f : root["files"])
+    std::set<std::string> names;
+    for (const auto& f : root["files"]) {
       m.files.push_back(file_from(f, origin));
+      if (!names.insert(m.files.back().name).second) {
+        throw CheckpointError(fmt::format(
+            "{}: lists the file '{}' twice: the manifest is damaged; use another checkpoint",
+            origin, m.files.back().name));
+      }
+    }
     return m;
   });
 }

@@ -33,7 +33,9 @@ struct Manifest {
   std::string to_json() const;
 };
 
-// Parses manifest JSON (or one ManifestFile's JSON). Throws CheckpointError naming `origin`.
+// Parses manifest JSON (or one ManifestFile's JSON). Throws CheckpointError naming `origin`,
+// also for a file name that is not a plain name in the checkpoint's directory (empty, ".",
+// "..", or with a '/'), a file listed twice, or a negative size.
 Manifest parse_manifest(const std::string& text, const std::string& origin);
 ManifestFile parse_manifest_file(const std::string& text, const std::string& origin);
 
