@@ -1,7 +1,8 @@
-// AdLoCo across datacenters (4 ranks): the outer average weighs dcs by their tokens, each dc's
-// batch grows from its own gradient samples (per member in dcs of 2 ranks, the two halves of
-// the batch in dcs of one rank), the run ends at the tokens of run.steps initial steps, and a
-// run stopped in the middle of a round resumes bitwise equal with the batch state restored.
+// AdLoCo across datacenters (2 and 4 ranks): the outer average and the round's agreement weigh
+// dcs by their tokens, each dc's batch grows from its own gradient samples (per member in dcs of
+// 2 ranks, the two halves of the batch in dcs of one rank), the run ends at the tokens of
+// run.steps initial steps, and a run stopped in the middle of a round resumes bitwise equal with
+// the batch state restored.
 // LibTorch first: Debian's LibTorch pulls in glog, whose CHECK would replace Catch's.
 #include <torch/torch.h>
 
@@ -95,6 +96,46 @@ TEST_CASE("the outer average weighs each dc's pseudo-gradient by its tokens", "[
   REQUIRE(s.demand.size() == 4);
   CHECK(s.demand[1] == 3.5);
   CHECK(std::isnan(s.demand[2]));
+}
+
+TEST_CASE("the round's agreement weighs the dcs as the average does", "[np=2][adloco]") {
+  // 2 dcs of one rank with tokens 1 : 3. Orthogonal pseudo-gradients agree 0 (unweighted norms
+  // against the weighted mean read 0.25), identical ones 1.
+  const Topology topo = Topology::from_world(MPI_COMM_WORLD, 1);
+  MpiCommunicator intra(MPI_COMM_WORLD, topo.dc, topo.member);
+  MpiCommunicator inter(MPI_COMM_WORLD, topo.member, topo.dc);
+  WanLink link(inter, WanModel{1.0, 50.0, false, topo.num_dcs, 1});
+  HierarchicalAllreduce reducer(intra, link);
+  Vector module(3);
+  FlatParams params(module);
+  const Config c = parse_config("", {"outer.method=local_sgd"});
+  const FragmentPlan whole(params.numel());
+  OuterSync sync(c.outer, 4, params, whole, 0, reducer, link, torch::kCPU);
+  auto round = [&](const torch::Tensor& delta, double tokens) {
+    {
+      torch::NoGradGuard no_grad;
+      params.values().copy_(sync.anchor() - delta);
+    }
+    RoundInput in;
+    in.round = 1;
+    in.H = 4;
+    in.loss = 1.0;
+    in.tokens = tokens;
+    in.nominal_tokens = 100.0;
+    in.dc = topo.dc;
+    return sync.sync(params, in);
+  };
+  const torch::Tensor e = torch::eye(3)[topo.dc];
+  const double tokens = 100.0 * (2 * topo.dc + 1);
+  const RoundStats orthogonal = round(e, tokens);
+  CHECK(orthogonal.rho == Approx(0.0).margin(1e-6));
+  CHECK(orthogonal.effective_dcs == Approx(1.6));
+  CHECK(round(torch::tensor({0.5F, -1.0F, 2.0F}), tokens).rho == Approx(1.0).epsilon(1e-6));
+  // Equal tokens: DiLoCo's statistic, exactly.
+  const RoundStats equal = round(e * (topo.dc + 1.0), 100.0);
+  CHECK(equal.effective_dcs == 2.0);
+  CHECK(equal.mean_delta_sq == Approx(2.5));
+  CHECK(equal.rho == (2 * equal.avg_delta_sq - equal.mean_delta_sq) / equal.mean_delta_sq);
 }
 
 TEST_CASE("adloco: each dc of one rank grows its batch from the halves of its batch",

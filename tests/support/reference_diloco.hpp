@@ -110,7 +110,7 @@ inline ReferenceResult reference_diloco(const Config& config, int64_t steps, int
   for (int64_t p = 0; p < P; ++p)
     library.push_back(make_outer_optimizer(config.outer, config.interval.H));
   const auto land = [&] {
-    const InFlight f = *in_flight;
+    InFlight f = *in_flight;  // the library's step works in f.mean_delta
     in_flight.reset();
     torch::Tensor anchor_p = plan.gather(anchor, f.fragment).clone();
     if (outer == ReferenceOuter::library) {

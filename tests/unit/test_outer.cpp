@@ -1,10 +1,12 @@
-// The outer optimizer (Nesterov and heavy-ball SGD, plain averaging, the momentum schedule), the
-// fixed interval controller, and the agreement statistic.
+// The outer optimizer (Nesterov and heavy-ball SGD, plain averaging, the momentum schedule) and
+// the fixed interval controller (the agreement statistic: test_agreement.cpp).
 #include <torch/torch.h>
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <vector>
 
+#include "../support/counting_allocator.hpp"
 #include "autoloco/config/config.hpp"
 #include "autoloco/optim/outer_optimizer.hpp"
 #include "autoloco/sched/interval_controller.hpp"
@@ -26,8 +28,8 @@ TEST_CASE("outer Nesterov: two steps follow b <- mu b + d, theta <- theta - lr (
           "[outer]") {
   NesterovOuter outer(0.7, 0.9, {}, true);
   torch::Tensor anchor = torch::tensor({1.0F, -2.0F});
-  const torch::Tensor d1 = torch::tensor({0.1F, 0.2F});
-  const torch::Tensor d2 = torch::tensor({-0.3F, 0.05F});
+  torch::Tensor d1 = torch::tensor({0.1F, 0.2F});
+  torch::Tensor d2 = torch::tensor({-0.3F, 0.05F});
   outer.step(anchor, d1, at_step(10));
   // b = d1; theta = theta0 - 0.7 (d1 + 0.9 d1)
   CHECK(anchor[0].item<float>() == Approx(1.0 - 0.7 * 1.9 * 0.1));
@@ -39,12 +41,53 @@ TEST_CASE("outer Nesterov: two steps follow b <- mu b + d, theta <- theta - lr (
   CHECK(outer.last_momentum() == 0.9);
 }
 
+TEST_CASE("outer Nesterov: in place after the first step, bit for bit the two-temporary form",
+          "[outer]") {
+  // Across a chunk boundary of the scratch, so that every piece is checked.
+  const int64_t n = NesterovOuter::kScratchChunk + 1001;
+  const size_t full = static_cast<size_t>(n) * sizeof(float);
+  torch::manual_seed(11);
+  const torch::Tensor start = torch::randn({n});
+  std::vector<torch::Tensor> deltas;
+  for (int k = 0; k < 3; ++k)
+    deltas.push_back(0.01 * torch::randn({n}));
+
+  // The form the optimizer had: Δ̄ + mu * b allocates mu b and the sum.
+  torch::Tensor expected = start.clone();
+  torch::Tensor b = torch::zeros({n});
+  for (const torch::Tensor& d : deltas) {
+    b.mul_(0.9).add_(d);
+    expected.sub_(d + 0.9 * b, 0.7);
+  }
+
+  NesterovOuter outer(0.7, 0.9, {}, true);
+  torch::Tensor anchor = start.clone();
+  torch::Tensor mean_delta = deltas[0].clone();
+  outer.step(anchor, mean_delta, at_step(10));
+  const void* momentum = outer.state()[0].second.data_ptr();
+  test::CountingCpuAllocator allocations(full / 2);
+  for (size_t k = 1; k < deltas.size(); ++k) {
+    mean_delta.copy_(deltas[k]);
+    outer.step(anchor, mean_delta, at_step(10 * static_cast<int64_t>(k + 1)));
+  }
+  if (test::CountingCpuAllocator::counting()) {
+    CHECK(allocations.large() == 0);
+    const torch::Tensor control = deltas[0] + 0.9 * b;  // what the old form allocated twice
+    CHECK(allocations.large() == 2);
+  }
+  CHECK(outer.state()[0].second.data_ptr() == momentum);
+  CHECK(torch::equal(outer.state()[0].second, b));
+  CHECK(torch::equal(anchor, expected));  // bit for bit
+}
+
 TEST_CASE("outer heavy ball: theta <- theta - lr b", "[outer]") {
   NesterovOuter outer(0.5, 0.5, {}, false);
   torch::Tensor anchor = torch::tensor({0.0F});
-  outer.step(anchor, torch::tensor({1.0F}), at_step(1));
+  torch::Tensor d = torch::tensor({1.0F});
+  outer.step(anchor, d, at_step(1));
   CHECK(anchor.item<float>() == Approx(-0.5));
-  outer.step(anchor, torch::tensor({1.0F}), at_step(2));
+  d = torch::tensor({1.0F});
+  outer.step(anchor, d, at_step(2));
   CHECK(anchor.item<float>() == Approx(-0.5 - 0.5 * 1.5));
 }
 
@@ -54,7 +97,8 @@ TEST_CASE("local_sgd: the new anchor is exactly the mean replica", "[outer]") {
   const torch::Tensor anchor0 = torch::randn({64});
   const torch::Tensor mean_replica = anchor0 + 0.01 * torch::randn({64});
   torch::Tensor anchor = anchor0.clone();
-  outer->step(anchor, anchor0 - mean_replica, at_step(5));
+  torch::Tensor mean_delta = anchor0 - mean_replica;
+  outer->step(anchor, mean_delta, at_step(5));
   CHECK(torch::allclose(anchor, mean_replica, 0.0, 1e-7));
   CHECK(outer->last_lr() == 1.0);
   CHECK(outer->last_momentum() == 0.0);
@@ -68,7 +112,8 @@ TEST_CASE("outer momentum schedule: mu by the round's last step", "[outer]") {
   CHECK(outer.momentum_at(400) == 0.9);
   CHECK(outer.momentum_at(10000) == 0.9);
   torch::Tensor anchor = torch::zeros({1});
-  outer.step(anchor, torch::ones({1}), at_step(420));
+  torch::Tensor d = torch::ones({1});
+  outer.step(anchor, d, at_step(420));
   CHECK(outer.last_momentum() == 0.9);
 }
 
@@ -111,16 +156,6 @@ TEST_CASE("fixed interval: H every round, no state", "[sched]") {
   CHECK_THROWS_AS(c->load_state({1.0}), CheckpointError);
 }
 
-TEST_CASE("agreement rho: 1 for equal pseudo-gradients, -1/(G-1) for cancelling ones", "[outer]") {
-  // Two dcs, Δ_1 = Δ_2 = x: mean ‖Δ_i‖² = |x|², ‖Δ̄‖² = |x|².
-  CHECK(RoundStats::agreement(2, 4.0, 4.0) == Approx(1.0));
-  // Δ_2 = −Δ_1: ‖Δ̄‖² = 0.
-  CHECK(RoundStats::agreement(2, 4.0, 0.0) == Approx(-1.0));
-  // Four orthogonal, equal-norm Δ_i: ‖Δ̄‖² = |x|² / 4, so rho = 0.
-  CHECK(RoundStats::agreement(4, 1.0, 0.25) == Approx(0.0).margin(1e-12));
-  CHECK(std::isnan(RoundStats::agreement(1, 1.0, 1.0)));
-}
-
 TEST_CASE("outer correction: every mode is plain DiLoCo while H stays H_0", "[outer][correction]") {
   // A cosine-like inner lr changes S_k from round to round; r_k = H_k / H_0 stays 1.
   const std::vector<double> lr_sums = {0.001, 0.02, 0.06, 0.05, 0.03, 0.01, 0.004};
@@ -136,7 +171,8 @@ TEST_CASE("outer correction: every mode is plain DiLoCo while H stays H_0", "[ou
       RoundStats s = at_step(20 * static_cast<int64_t>(k + 1));
       s.H = 20;
       s.lr_sum = lr_sums[k];
-      outer.step(anchor, deltas[k], s);
+      torch::Tensor d = deltas[k].clone();  // the step works in its storage
+      outer.step(anchor, d, s);
       CHECK(outer.last_momentum() == 0.9);
       CHECK(outer.last_lr() == 0.7);
     }
@@ -173,6 +209,7 @@ TEST_CASE("outer correction: mu and lr for a round of 2 H_0", "[outer][correctio
   torch::Tensor anchor = torch::zeros({1});
   RoundStats s = at_step(420);
   s.H = 40;
-  outer->step(anchor, torch::ones({1}), s);
+  torch::Tensor d = torch::ones({1});
+  outer->step(anchor, d, s);
   CHECK(outer->last_momentum() == Approx(0.81));
 }

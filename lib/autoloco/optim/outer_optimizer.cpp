@@ -1,5 +1,7 @@
 #include "autoloco/optim/outer_optimizer.hpp"
 
+#include <algorithm>
+
 #include "autoloco/util/error.hpp"
 
 namespace autoloco {
@@ -20,7 +22,7 @@ double NesterovOuter::momentum_at(int64_t step) const {
   return mu;
 }
 
-void NesterovOuter::step(torch::Tensor& anchor, const torch::Tensor& mean_delta,
+void NesterovOuter::step(torch::Tensor& anchor, torch::Tensor& mean_delta,
                          const RoundStats& stats) {
   torch::NoGradGuard no_grad;
   const OuterStep s = corrected_step(correction_, momentum_at(stats.step), lr_, stats.H);
@@ -34,7 +36,21 @@ void NesterovOuter::step(torch::Tensor& anchor, const torch::Tensor& mean_delta,
   if (!buffer_.defined()) buffer_ = torch::zeros_like(anchor);
   buffer_.mul_(last_mu_).add_(mean_delta);
   if (nesterov_) {
-    anchor.sub_(mean_delta + last_mu_ * buffer_, last_lr_);
+    // Δ̄ + mu b into Δ̄'s storage, mu b rounded on its own first as in the two-temporary form
+    // Δ̄ + mu * b; then the same update of the anchor, bit for bit.
+    const torch::Tensor b = buffer_.view({-1});
+    const torch::Tensor direction = mean_delta.view({-1});
+    const int64_t n = direction.numel();
+    if (!scratch_.defined() || scratch_.numel() < std::min(n, kScratchChunk)) {
+      scratch_ = torch::empty({std::min(n, kScratchChunk)}, anchor.options());
+    }
+    for (int64_t begin = 0; begin < n; begin += kScratchChunk) {
+      const int64_t len = std::min(kScratchChunk, n - begin);
+      torch::Tensor mu_b = scratch_.narrow(0, 0, len);
+      mu_b.copy_(b.narrow(0, begin, len)).mul_(last_mu_);
+      direction.narrow(0, begin, len).add_(mu_b);
+    }
+    anchor.sub_(mean_delta, last_lr_);
   } else {
     anchor.sub_(buffer_, last_lr_);
   }

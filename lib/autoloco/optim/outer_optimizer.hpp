@@ -19,8 +19,9 @@ class OuterOptimizer {
  public:
   virtual ~OuterOptimizer() = default;
   // anchor <- anchor moved by mean_delta (Δ̄ = anchor − mean replica); both fp32, same device.
-  virtual void step(torch::Tensor& anchor, const torch::Tensor& mean_delta,
-                    const RoundStats& stats) = 0;
+  // The step may use mean_delta's storage for its arithmetic (it holds no longer Δ̄ after), so
+  // that the outer state costs its own tensors and no full-size temporary.
+  virtual void step(torch::Tensor& anchor, torch::Tensor& mean_delta, const RoundStats& stats) = 0;
   // The learning rate and momentum the last step used (for syncs.jsonl).
   virtual double last_lr() const = 0;
   virtual double last_momentum() const = 0;
@@ -36,13 +37,16 @@ class OuterOptimizer {
 //                    anchor <- anchor − lr b               (heavy ball)
 // mu follows outer.momentum and outer.momentum_schedule by the round's last step; then the
 // AutoLoCo correction adjusts mu and lr for the round's length (outer_correction.hpp).
+// Its state is b (4 bytes per parameter) and a scratch of at most kScratchChunk values: the
+// Nesterov direction Δ̄ + mu b is formed in mean_delta's storage, piece by piece.
 class NesterovOuter final : public OuterOptimizer {
  public:
+  static constexpr int64_t kScratchChunk = int64_t{1} << 22;  // 16 MiB of fp32
+
   NesterovOuter(double lr, double momentum, std::vector<MomentumChange> schedule, bool nesterov,
                 OuterCorrection correction = {});
 
-  void step(torch::Tensor& anchor, const torch::Tensor& mean_delta,
-            const RoundStats& stats) override;
+  void step(torch::Tensor& anchor, torch::Tensor& mean_delta, const RoundStats& stats) override;
   double last_lr() const override { return last_lr_; }
   double last_momentum() const override { return last_mu_; }
   std::vector<std::pair<std::string, torch::Tensor>> state() override;
@@ -59,7 +63,8 @@ class NesterovOuter final : public OuterOptimizer {
   OuterCorrection correction_;
   double last_mu_ = 0.0;
   double last_lr_ = 0.0;
-  torch::Tensor buffer_;  // b, created on the first step
+  torch::Tensor buffer_;   // b, created on the first step
+  torch::Tensor scratch_;  // mu b of one chunk, created on the first Nesterov step
 };
 
 // diloco: NesterovOuter from outer.* (H0, interval.H, is the correction's reference interval);

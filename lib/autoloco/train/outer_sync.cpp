@@ -19,19 +19,43 @@
 namespace autoloco {
 namespace {
 
-// The scalars that ride in the round's inter-dc message, summed over dcs.
-enum Scalar { kWeight, kLoss, kDeltaSq, kDeltaNorm, kTokens, kLrSum, kSeconds, kNumScalars };
+// The scalars that ride in the round's inter-dc message, summed over dcs: Σ w_i, Σ loss_i,
+// Σ w_i ‖Δ_i‖², Σ ‖Δ_i‖, Σ tokens_i, Σ S_i, Σ seconds_i, Σ w_i² ‖Δ_i‖². The two weighted sums
+// give the round's agreement under token weights (RoundStats::agreement).
+enum Scalar {
+  kWeight,
+  kLoss,
+  kDeltaSq,
+  kDeltaNorm,
+  kTokens,
+  kLrSum,
+  kSeconds,
+  kDeltaSqWeightSq,
+  kNumScalars
+};
 static_assert(kNumScalars == OuterSync::kRoundScalars);
+static_assert(kDeltaSqWeightSq == OuterSync::kLegacyRoundScalars, "appended after the legacy ones");
 
 }  // namespace
 
-// The GPU half of an asynchronous stage: a snapshot on the compute stream (so the replica may
-// train on), its copy to the host on a side stream, and the event that says it landed.
+// The GPU half of a sync: an asynchronous stage's snapshot on the compute stream (so the replica
+// may train on), its copy to the host on a side stream, and the event that says it landed. The
+// snapshot is one persistent buffer of the fragment's size (buffer_bytes() counts it), which
+// also holds Δ on the way to the host and the averaged Δ̄ (and the anchor, to mix it into the
+// replica) on the way back from it: no round allocates a full-size device tensor.
 struct OuterSync::DeviceStaging {
   std::optional<c10::Stream> side;
   std::optional<c10::Event> copied;
   torch::Tensor snapshot;
   bool negate_on_host = false;  // the snapshot is the replica: Δ = anchor − it on the host
+
+  // The snapshot, created on `device` at the first use.
+  torch::Tensor& buffer(torch::Device device, int64_t numel) {
+    if (!snapshot.defined()) {
+      snapshot = torch::empty({numel}, torch::TensorOptions().dtype(torch::kFloat).device(device));
+    }
+    return snapshot;
+  }
 };
 
 torch::Device outer_state_device(const std::string& state_device, torch::Device device,
@@ -93,15 +117,26 @@ void OuterSync::stage_delta(FlatParams& params) {
     staging_.neg_().add_(anchor_);
     return;
   }
-  // Where the anchor lives (the CPU, or the GPU next to the replica), then to the host.
-  staging_.copy_(anchor_ - replica.to(anchor_.device()));
+  if (!anchor_.is_cuda()) {
+    torch::sub_out(staging_, anchor_, replica);
+    return;
+  }
+  // On the GPU next to the replica, then to the host.
+  torch::Tensor& delta = device_staging_->buffer(anchor_.device(), anchor_.numel());
+  torch::sub_out(delta, anchor_, replica);
+  staging_.copy_(delta);
 }
 
 void OuterSync::stage_delta_async(FlatParams& params) {
   const torch::Tensor replica = plan_.gather(params.values(), fragment_);
   DeviceStaging& d = *device_staging_;
   d.negate_on_host = !anchor_.is_cuda();
-  d.snapshot = d.negate_on_host ? replica.clone() : anchor_ - replica;
+  torch::Tensor& snapshot = d.buffer(replica.device(), anchor_.numel());
+  if (d.negate_on_host) {
+    snapshot.copy_(replica);
+  } else {
+    torch::sub_out(snapshot, anchor_, replica);
+  }
   const auto* impl = c10::impl::getDeviceGuardImpl(replica.device().type());
   const c10::Stream home = impl->getStream(replica.device());
   if (!d.side) d.side = impl->getStreamFromGlobalPool(replica.device());
@@ -138,8 +173,12 @@ StagedRound OuterSync::stage(FlatParams& params, const RoundInput& in, bool asyn
   return r;
 }
 
-std::vector<double> OuterSync::remap_scalars(const std::vector<double>& scalars,
+std::vector<double> OuterSync::remap_scalars(const std::vector<double>& stored,
                                              const TopologyChange& change) {
+  std::vector<double> scalars = stored;
+  if (scalars.size() == legacy_message_scalars(change.from_dcs)) {
+    scalars.insert(scalars.begin() + kDeltaSqWeightSq, scalars[kDeltaSq]);
+  }
   if (!change.changed() || scalars.size() != message_scalars(change.from_dcs)) return scalars;
   std::vector<double> out(scalars.begin(), scalars.begin() + kNumScalars);
   for (int block = 0; block < 2; ++block) {
@@ -183,7 +222,11 @@ void OuterSync::reduce(StagedRound& r) {
   demand[in.dc] = std::isnan(in.demand) ? -1.0 : in.demand;
   scalars[kWeight] = weight;
   scalars[kLoss] = in.loss;
-  scalars[kDeltaSq] = delta_norm * delta_norm;
+  // Weighted in the message, so that the statistics weigh each dc as the average does; with
+  // weight 1 the products are exact and the sums those of equal weights, bit for bit.
+  const double delta_sq = delta_norm * delta_norm;
+  scalars[kDeltaSq] = weight * delta_sq;
+  scalars[kDeltaSqWeightSq] = weight * (weight * delta_sq);
   scalars[kDeltaNorm] = delta_norm;
   scalars[kTokens] = in.tokens;
   scalars[kLrSum] = in.lr_sum;
@@ -219,12 +262,12 @@ RoundStats OuterSync::finish(const StagedRound& r) {
   s.loss = scalars[kLoss] / g;
   s.lr_sum = scalars[kLrSum] / g;
   s.tokens = scalars[kTokens];
-  s.mean_delta_sq = scalars[kDeltaSq] / g;
+  s.set_delta_sums(scalars[kWeight], scalars[kDeltaSq], scalars[kDeltaSqWeightSq]);
   s.mean_delta_norm = scalars[kDeltaNorm] / g;
   s.round_s = scalars[kSeconds] / g;
   const double avg_norm = staging_.norm().item<double>();
   s.avg_delta_sq = avg_norm * avg_norm;
-  s.rho = RoundStats::agreement(g, s.mean_delta_sq, s.avg_delta_sq);
+  s.rho = RoundStats::agreement(g, s.effective_dcs, s.mean_delta_sq, s.avg_delta_sq);
   const double* next_batch = scalars.data() + kNumScalars;
   const double* demand = next_batch + g;
   s.next_batch.assign(next_batch, next_batch + g);
@@ -235,8 +278,11 @@ RoundStats OuterSync::finish(const StagedRound& r) {
   s.dc_bytes = r.dc_bytes;
   s.sent_bytes = r.sent_bytes;
 
-  const torch::Tensor mean_delta =
-      anchor_.is_cuda() ? staging_.to(anchor_.device(), /*non_blocking=*/false) : staging_;
+  // The step works in Δ̄'s storage (OuterOptimizer::step): the staging buffer, or its copy in
+  // the device buffer next to a device anchor. Either is rewritten before it is read again.
+  torch::Tensor& mean_delta =
+      anchor_.is_cuda() ? device_staging_->buffer(anchor_.device(), anchor_.numel()) : staging_;
+  if (anchor_.is_cuda()) mean_delta.copy_(staging_);
   optimizer_->step(anchor_, mean_delta, s);
   return s;
 }
@@ -246,8 +292,12 @@ void OuterSync::merge(FlatParams& params, double alpha) {
   torch::Tensor& replica = params.values();
   if (alpha == 0.0) {
     plan_.scatter(anchor_, fragment_, replica);  // copy_ crosses devices itself
+  } else if (replica.device() == anchor_.device()) {
+    plan_.mix(anchor_, fragment_, alpha, replica);
   } else {
-    plan_.mix(anchor_.to(replica.device()), fragment_, alpha, replica);
+    torch::Tensor& near = device_staging_->buffer(replica.device(), anchor_.numel());
+    near.copy_(anchor_);
+    plan_.mix(near, fragment_, alpha, replica);
   }
 }
 

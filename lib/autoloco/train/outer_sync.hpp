@@ -60,13 +60,21 @@ struct StagedRound {
 
 class OuterSync {
  public:
-  // Scalars that ride in each round's inter-dc message (weight, loss, ‖Δ_i‖², ‖Δ_i‖, tokens,
-  // S_k, round seconds), then two slots per dc (next batch, batch demand) that only that dc
-  // fills, so that the sum tells every rank every dc's batch.
-  static constexpr size_t kRoundScalars = 7;
+  // Scalars that ride in each round's inter-dc message (weight w_i, loss, w_i ‖Δ_i‖², ‖Δ_i‖,
+  // tokens, S_k, round seconds, w_i² ‖Δ_i‖²), then two slots per dc (next batch, batch demand)
+  // that only that dc fills, so that the sum tells every rank every dc's batch.
+  static constexpr size_t kRoundScalars = 8;
   static size_t message_scalars(int dcs) { return kRoundScalars + 2 * static_cast<size_t>(dcs); }
-  // A message's scalars of `change.from_dcs` dcs laid out for `change.to_dcs`: a sync in flight
-  // across a topology change, whose per-dc slots follow each dc's source.
+  // The messages of checkpoints written before w_i² ‖Δ_i‖² rode along: 7 round scalars.
+  static constexpr size_t kLegacyRoundScalars = 7;
+  static size_t legacy_message_scalars(int dcs) {
+    return kLegacyRoundScalars + 2 * static_cast<size_t>(dcs);
+  }
+  // A checkpointed message's scalars of `change.from_dcs` dcs (message_scalars or
+  // legacy_message_scalars of them) laid out for `change.to_dcs` as message_scalars(to_dcs): a
+  // legacy message gets w_i² ‖Δ_i‖² = w_i ‖Δ_i‖² (exact when every weight was 1), and a sync in
+  // flight across a topology change has its per-dc slots follow each dc's source. Any other
+  // length comes back unchanged, for the caller to refuse.
   static std::vector<double> remap_scalars(const std::vector<double>& scalars,
                                            const TopologyChange& change);
 

@@ -3,6 +3,7 @@
 // message, and what the syncs of a cycle tell the interval controller together.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -29,15 +30,26 @@ class CycleStats {
   // The cycle's statistics, `last` being its fragment 0 sync; starts the next cycle.
   RoundStats close(const RoundStats& last);
 
-  // For checkpoints.
+  // For checkpoints: a leading kStateLayout (negative, which the first value of the layout
+  // before it, a sum of squares, never is), then the sums and the link seconds.
+  static constexpr double kStateLayout = -2.0;
   std::vector<double> state() const;
   void load_state(const std::vector<double>& state);
 
  private:
-  double mean_delta_sq_ = 0.0;
+  // One more sync's weighted n̄ and its G_e (RoundStats::agreement) into the sums.
+  void add_weighted(double mean_delta_sq, double effective_dcs);
+
+  double mean_delta_sq_ = 0.0;  // Σ n̄ of the syncs
   double avg_delta_sq_ = 0.0;
   double mean_delta_norm_sq_ = 0.0;
   double dc_bytes_ = 0.0;
+  // Σ P = Σ n̄ / G_e of the syncs (NaN after a checkpoint without it: taken as n̄ / the last
+  // sync's G_e), and their common G_e: NaN while none, kMixedDcs once two differ. With equal G_e
+  // the cycle's is that one exactly, so that equal weights keep DiLoCo's ρ bit for bit.
+  static constexpr double kMixedDcs = -1.0;
+  double self_delta_sq_ = 0.0;
+  double effective_dcs_ = NAN;
   std::vector<double> link_s_;
 };
 
