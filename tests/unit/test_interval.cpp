@@ -173,6 +173,26 @@ TEST_CASE("autoloco: q_target 0 sets q* from the first rounds after warm-up", "[
   CHECK(c.next_interval(round_with_q(4, 80, 20, 0.06)) > 20);
 }
 
+TEST_CASE("autoloco: a mean q at or below 0 sets no q* and the next rounds try again", "[sched]") {
+  // Before, q* = 0.5 × mean(q) ≤ 0 stood as the target: the controller waited for ever,
+  // silently a fixed interval.
+  AutoLoCoInterval c(config_with({"interval.controller=autoloco", "interval.q_target=0",
+                                  "interval.q_auto_rounds=3", "interval.q_auto_ratio=0.5"})
+                         .interval,
+                     0);
+  for (int k = 1; k <= 3; ++k)
+    CHECK(c.next_interval(round_with_q(k, 20 * k, 20, -0.01)) == 20);
+  CHECK(c.q_target() == 0.0);
+  CHECK(c.unset_windows() == 1);
+  // The next window, of agreeing rounds alone, sets q*; then the rule decides.
+  CHECK(c.next_interval(round_with_q(4, 80, 20, 0.02)) == 20);
+  CHECK(c.next_interval(round_with_q(5, 100, 20, 0.04)) == 20);
+  CHECK(c.next_interval(round_with_q(6, 120, 20, 0.06)) == 20);
+  CHECK(c.q_target() == Approx(0.02));  // 0.5 × mean(0.02, 0.04, 0.06), no negatives in it
+  CHECK(c.unset_windows() == 1);
+  CHECK(c.next_interval(round_with_q(7, 140, 20, 0.06)) > 20);
+}
+
 TEST_CASE("autoloco: a controller restored from state() decides like the original", "[sched]") {
   const Config cfg = config_with({"interval.controller=autoloco", "interval.q_target=0"}, 40);
   auto a = make_interval_controller(cfg);

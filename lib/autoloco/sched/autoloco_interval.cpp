@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "autoloco/util/log.hpp"
+
 namespace autoloco {
 
 AutoLoCoInterval::AutoLoCoInterval(const IntervalConfig& interval, int64_t warmup_steps)
@@ -14,16 +16,37 @@ int64_t AutoLoCoInterval::step_towards(int64_t H, double factor) const {
   return clamp(factor > 1.0 ? std::max(H + 1, scaled) : std::min(H - 1, scaled));
 }
 
+void AutoLoCoInterval::set_target_from(double q, const RoundStats& s) {
+  auto_sum_ += q;
+  auto_count_ += 1;
+  if (auto_count_ < static_cast<double>(cfg_.q_auto_rounds)) return;
+  const double mean = auto_sum_ / auto_count_;
+  auto_sum_ = 0.0;
+  auto_count_ = 0;
+  if (mean > 0.0) {
+    q_target_ = cfg_.q_auto_ratio * mean;
+    log::info("autoloco: q* = {:.4g} at round {} ({} x the mean q {:.4g} of its last {} rounds)",
+              q_target_, s.round, cfg_.q_auto_ratio, mean, cfg_.q_auto_rounds);
+    return;
+  }
+  // A set-point at or below 0 would never be crossed from below: H would stay where it is, a
+  // fixed interval in disguise. The dcs disagree on average (ρ ≤ 0) so far; wait for rounds
+  // that agree, and say so.
+  q_target_ = 0.0;
+  ++unset_windows_;
+  log::info(
+      "autoloco: at round {} the mean q of the last {} rounds is {:.4g} <= 0 (the dcs' "
+      "pseudo-gradients do not agree), which sets no q*: H stays {} and the next {} rounds try "
+      "again (interval.q_target sets q* directly)",
+      s.round, cfg_.q_auto_rounds, mean, s.H, cfg_.q_auto_rounds);
+}
+
 int64_t AutoLoCoInterval::decide(const RoundStats& s) {
   const double q = s.q();
   if (!std::isfinite(q)) return s.H;  // one dc, or Δ = 0: no signal
   q_smooth_ = std::isnan(q_smooth_) ? q : cfg_.smoothing * q + (1.0 - cfg_.smoothing) * q_smooth_;
   if (q_target_ <= 0.0) {
-    auto_sum_ += q;
-    auto_count_ += 1;
-    if (auto_count_ >= static_cast<double>(cfg_.q_auto_rounds)) {
-      q_target_ = cfg_.q_auto_ratio * auto_sum_ / auto_count_;
-    }
+    set_target_from(q, s);
     return s.H;
   }
   if (hold_left_ > 0) {
