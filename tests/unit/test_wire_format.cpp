@@ -1,11 +1,12 @@
 // The inter-dc wire formats: exact sizes, known codes, round trips within each format's error
-// bound (zeros, denormals, infinities and NaN included), stochastic rounding.
+// bound (zeros, denormals, infinities and NaN included), stochastic rounding and its streams.
 #include <catch2/catch.hpp>
 
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <random>
+#include <set>
 #include <vector>
 
 #include "autoloco/comm/wire_format.hpp"
@@ -158,6 +159,40 @@ TEST_CASE("wire formats: stochastic rounding is seeded, unbiased and within its 
     }
     CHECK(sum / static_cast<double>(n) == Approx(0.3).margin(0.01));
   }
+}
+
+TEST_CASE("wire formats: every piece of every round draws its own rounding stream", "[wire]") {
+  const uint64_t seed = 1234;
+  // A message of one piece keeps the all-reduce's stream: what it drew before pieces had
+  // streams of their own.
+  for (const uint64_t counter : {0ULL, 1ULL, 0x10000ULL * 7 + 2})
+    CHECK(piece_stream(rounding_stream(seed, counter), 0) == rounding_stream(seed, counter));
+  // Pieces of 2^28 values (1 GiB of fp32): counted on from the stream, piece 1 of round r was
+  // round r + 4096's piece 0 (OuterSync's counter is round · 2^16 + fragment).
+  const uint64_t piece = uint64_t{1} << 28;
+  const uint64_t r = 3;
+  CHECK(rounding_stream(seed, r * 0x10000) + piece == rounding_stream(seed, (r + 4096) * 0x10000));
+  CHECK(piece_stream(rounding_stream(seed, r * 0x10000), 1) !=
+        rounding_stream(seed, (r + 4096) * 0x10000));
+  // No two (round, fragment, piece) share a stream.
+  std::set<uint64_t> streams;
+  size_t count = 0;
+  for (uint64_t round = 1; round <= 5000; ++round) {
+    for (uint64_t fragment = 0; fragment < 3; ++fragment) {
+      for (uint64_t p = 0; p < 3; ++p) {
+        streams.insert(piece_stream(rounding_stream(seed, round * 0x10000 + fragment), p));
+        ++count;
+      }
+    }
+  }
+  CHECK(streams.size() == count);
+  // And two pieces of one round round the same values differently.
+  const WireCodec c{WireFormat::int4, 256, /*stochastic=*/true};
+  std::vector<float> v(4096, 0.3F);  // between two codes of the scale the 1.0s set
+  for (size_t b = 0; b < v.size(); b += 256)
+    v[b] = 1.0F;
+  const uint64_t stream = rounding_stream(seed, r * 0x10000);
+  CHECK(round_trip(c, v, piece_stream(stream, 0)) != round_trip(c, v, piece_stream(stream, 1)));
 }
 
 TEST_CASE("wire formats: decode_add sums into what is there", "[wire]") {

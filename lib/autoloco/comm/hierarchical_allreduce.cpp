@@ -1,20 +1,17 @@
 #include "autoloco/comm/hierarchical_allreduce.hpp"
 
 #include <algorithm>
-#include <cstdlib>
+
+#include "autoloco/util/env_limit.hpp"
 
 namespace autoloco {
 namespace {
 
 // Each all-reduce's messages stay well below MPI's int count of bytes; larger shards go in
 // pieces, the scalars riding with the first. Tests lower the piece
-// (AUTOLOCO_TEST_MAX_PIECE_BYTES, read once) to cross it with small buffers.
+// (AUTOLOCO_TEST_MAX_PIECE_BYTES) to cross it with small buffers.
 size_t max_piece_bytes() {
-  static const size_t bytes = [] {
-    const char* v = std::getenv("AUTOLOCO_TEST_MAX_PIECE_BYTES");
-    const long long n = v ? std::atoll(v) : 0;
-    return n >= 4 ? static_cast<size_t>(n) : size_t{1} << 30;
-  }();
+  static const size_t bytes = env_limit("AUTOLOCO_TEST_MAX_PIECE_BYTES", size_t{1} << 30, 4);
   return bytes;
 }
 
@@ -61,7 +58,8 @@ void HierarchicalAllreduce::reduce_shard(float* shard, size_t count, double* sca
   size_t done = 0;
   do {
     const size_t n = std::min(piece, count - done);
-    inter_.allreduce(shard + done, n, codec, scalars, done == 0 ? k : 0, stream + done,
+    inter_.allreduce(shard + done, n, codec, scalars, done == 0 ? k : 0,
+                     piece_stream(stream, done / piece),
                      residual != nullptr ? residual + done : nullptr);
     done += n;
   } while (done < count);

@@ -4,11 +4,11 @@
 
 #include <climits>
 #include <cstdint>
-#include <cstdlib>
 
 #include "autoloco/comm/mpi_count.hpp"
 #include "autoloco/comm/watchdog.hpp"
 #include "autoloco/comm/world_ranks.hpp"
+#include "autoloco/util/env_limit.hpp"
 #include "autoloco/util/error.hpp"
 #include "autoloco/util/mpi_check.hpp"
 
@@ -16,13 +16,10 @@ namespace autoloco {
 namespace {
 
 // MPI counts are int: larger buffers go in chunks of at most this many elements. Tests lower
-// it (AUTOLOCO_TEST_MPI_MAX_CHUNK, read once) to cross the limit with small buffers.
+// it (AUTOLOCO_TEST_MPI_MAX_CHUNK) to cross the limit with small buffers.
 size_t max_chunk() {
-  static const size_t chunk = [] {
-    const char* v = std::getenv("AUTOLOCO_TEST_MPI_MAX_CHUNK");
-    const long long n = v ? std::atoll(v) : 0;
-    return n > 0 ? static_cast<size_t>(n) : static_cast<size_t>(INT_MAX) / 2;
-  }();
+  static const size_t chunk =
+      env_limit("AUTOLOCO_TEST_MPI_MAX_CHUNK", static_cast<size_t>(INT_MAX) / 2);
   return chunk;
 }
 

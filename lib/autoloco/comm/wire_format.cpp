@@ -11,6 +11,7 @@
 
 #include "autoloco/comm/packed_message.hpp"
 #include "autoloco/util/error.hpp"
+#include "autoloco/util/splitmix.hpp"
 
 namespace autoloco {
 namespace {
@@ -27,12 +28,9 @@ float round_even(float x) {
   return (x + kMagic) - kMagic;
 }
 
-// 32 uniform bits for value `index` of a stream (splitmix64's finaliser on a Weyl sequence).
+// 32 uniform bits for value `index` of a stream.
 uint32_t noise(uint64_t stream, uint64_t index) {
-  uint64_t z = stream + 0x9E3779B97F4A7C15ULL * (index + 1);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return static_cast<uint32_t>((z ^ (z >> 31)) >> 32);
+  return static_cast<uint32_t>(splitmix64_at(stream, index) >> 32);
 }
 
 // A uniform float in [0, 1) from 24 of the bits.
@@ -351,7 +349,11 @@ std::string wire_format_name(WireFormat format) {
 }
 
 uint64_t rounding_stream(uint64_t seed, uint64_t counter) {
-  return seed * 0x9E3779B97F4A7C15ULL + counter;
+  return seed * kSplitmixGamma + counter;
+}
+
+uint64_t piece_stream(uint64_t stream, uint64_t piece) {
+  return piece == 0 ? stream : splitmix64_mix(stream ^ splitmix64_mix(piece));
 }
 
 uint8_t float_to_e4m3(float x) {

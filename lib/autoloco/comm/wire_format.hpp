@@ -58,6 +58,12 @@ void decode_add(const WireCodec& codec, const std::byte* in, size_t count, float
 // share (round and fragment, or step): stochastic rounding draws afresh each time, alike on
 // every rank.
 uint64_t rounding_stream(uint64_t seed, uint64_t counter);
+// The stream of piece `piece` of an all-reduce whose stream is `stream`, for a message sent in
+// pieces (HierarchicalAllreduce, shards over 1 GiB): piece 0 keeps the all-reduce's stream (a
+// message of one piece draws what it always drew), later pieces a hash of both. Counting pieces
+// on from the stream instead would hand piece j of round k the stream of round k + j · piece
+// / 2^16, whose noise would repeat.
+uint64_t piece_stream(uint64_t stream, uint64_t piece);
 
 // The e4m3 byte nearest to x (|x| ≤ 448, finite), and its value.
 uint8_t float_to_e4m3(float x);

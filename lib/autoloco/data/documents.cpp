@@ -12,18 +12,13 @@
 
 #include "autoloco/data/prepare.hpp"
 #include "autoloco/util/error.hpp"
+#include "autoloco/util/splitmix.hpp"
 
 namespace autoloco {
 namespace fs = std::filesystem;
 namespace {
 
 constexpr size_t kReadChunk = 1 << 20;
-
-uint64_t mix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
 
 uint64_t fnv1a(const std::string& text) {
   uint64_t hash = 0xcbf29ce484222325ULL;
@@ -36,7 +31,7 @@ uint64_t fnv1a(const std::string& text) {
 
 // A uniform number in [0, 1) fixed by the document's name and the seed.
 double split_score(const std::string& name, uint64_t seed) {
-  const uint64_t h = mix64(fnv1a(name) ^ mix64(seed + 0x9e3779b97f4a7c15ULL));
+  const uint64_t h = splitmix64_mix(fnv1a(name) ^ splitmix64_at(seed, 0));
   return static_cast<double>(h >> 11) * 0x1.0p-53;
 }
 

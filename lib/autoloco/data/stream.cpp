@@ -9,23 +9,15 @@
 #include <utility>
 
 #include "autoloco/util/error.hpp"
+#include "autoloco/util/splitmix.hpp"
 
 namespace autoloco {
 namespace {
 
-constexpr uint64_t kGolden = 0x9e3779b97f4a7c15ULL;
-
-// splitmix64's output function: a bijective mix, so distinct inputs never collide.
-uint64_t mix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-
 uint64_t stream_key(uint64_t seed, int dc, int member) {
-  uint64_t key = mix64(seed + kGolden);
-  key = mix64(key + kGolden + static_cast<uint64_t>(static_cast<int64_t>(dc)));
-  return mix64(key + kGolden + static_cast<uint64_t>(static_cast<int64_t>(member)));
+  uint64_t key = splitmix64_mix(seed + kSplitmixGamma);
+  key = splitmix64_mix(key + kSplitmixGamma + static_cast<uint64_t>(static_cast<int64_t>(dc)));
+  return splitmix64_mix(key + kSplitmixGamma + static_cast<uint64_t>(static_cast<int64_t>(member)));
 }
 
 std::string shard_list(const TokenDataset& data, const std::vector<size_t>& indices) {
@@ -102,7 +94,7 @@ BatchStream::BatchStream(const TokenDataset& data, int64_t seq_len, int64_t batc
 
 std::pair<size_t, uint64_t> BatchStream::locate(uint64_t sample) const {
   // splitmix64 evaluated at position `sample`: random access, no state beyond the counter.
-  const uint64_t draw = mix64(key_ + (sample + 1) * kGolden) % ends_.back();
+  const uint64_t draw = splitmix64_at(key_, sample) % ends_.back();
   const size_t group = group_of(ends_, draw);
   const uint64_t start = draw - (group == 0 ? 0 : ends_[group - 1]);
   return {shards_[group], start};
