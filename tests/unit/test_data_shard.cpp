@@ -113,6 +113,19 @@ TEST_CASE("shard writer replaces an existing shard atomically", "[data][shard]")
   CHECK(shard.token(0) == 9);
 }
 
+TEST_CASE("shard writer that cannot rename names the shard and leaves no temporary file",
+          "[data][shard]") {
+  // The rename goes through util's rename_durable, which then flushes the directory entry;
+  // here, what a failed rename leaves behind.
+  TempDir dir;
+  const std::string path = dir.file("taken");
+  fs::create_directories(path + "/occupied");
+  REQUIRE_THROWS_AS(write_shard(path, {1, 2}, TokenWidth::u16), DataError);
+  CHECK_THROWS_WITH(write_shard(path, {1, 2}, TokenWidth::u16), Catch::Contains("taken"));
+  CHECK(fs::is_directory(path));
+  CHECK_FALSE(fs::exists(path + ".tmp"));
+}
+
 TEST_CASE("shard reader rejects corrupted files with a message naming the file", "[data][shard]") {
   TempDir dir;
   const std::string path = dir.file("victim_000.bin");

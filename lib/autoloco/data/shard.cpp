@@ -12,11 +12,11 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
 #include <limits>
 #include <stdexcept>
 #include <utility>
 
+#include "autoloco/util/durable_file.hpp"
 #include "autoloco/util/error.hpp"
 
 namespace autoloco {
@@ -122,10 +122,12 @@ void write_shard(const std::string& path, const std::vector<uint32_t>& tokens, T
     throw DataError(fmt::format("cannot write token shard '{}': {}; check free disk space", path,
                                 errno_text()));
   }
-  std::error_code ec;
-  std::filesystem::rename(tmp.path, path, ec);
-  if (ec) {
-    throw DataError(fmt::format("cannot rename '{}' to '{}': {}", tmp.path, path, ec.message()));
+  // The rename and the directory entry it changed reach the disk before the shard counts as
+  // written: a power cut after a rename alone can leave the name pointing nowhere.
+  try {
+    rename_durable(tmp.path, path);
+  } catch (const Error& e) {
+    throw DataError(fmt::format("cannot write token shard '{}': {}", path, e.what()));
   }
   tmp.keep = true;
 }
