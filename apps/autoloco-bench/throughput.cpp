@@ -15,6 +15,7 @@
 #include "autoloco/data/shard.hpp"
 #include "autoloco/data/stream.hpp"
 #include "autoloco/model/gpt.hpp"
+#include "autoloco/optim/flat_params.hpp"
 #include "autoloco/optim/lr_schedule.hpp"
 #include "autoloco/train/trainer.hpp"
 #include "autoloco/util/json.hpp"

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "autoloco/model/gpt.hpp"
+#include "autoloco/optim/flat_params.hpp"
 #include "autoloco/util/error.hpp"
 
 using autoloco::GPT;

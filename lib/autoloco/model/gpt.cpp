@@ -164,8 +164,4 @@ double flops_per_token(const ModelConfig& c) {
          6.0 * d * static_cast<double>(c.vocab_size);
 }
 
-bool is_decayed(const std::string& /*name*/, const torch::Tensor& param) {
-  return param.dim() >= 2;
-}
-
 }  // namespace autoloco

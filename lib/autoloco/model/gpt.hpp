@@ -98,7 +98,4 @@ int64_t non_embedding_parameter_count(const ModelConfig& config);
 // embedding, yet it is a real matmul and for small models a large share of the work).
 double flops_per_token(const ModelConfig& config);
 
-// Weight decay applies to matrices and embeddings (dim >= 2), never to biases or LayerNorm.
-bool is_decayed(const std::string& name, const torch::Tensor& param);
-
 }  // namespace autoloco

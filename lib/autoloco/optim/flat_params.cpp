@@ -4,7 +4,6 @@
 #include <unordered_set>
 #include <utility>
 
-#include "autoloco/model/gpt.hpp"
 #include "autoloco/util/error.hpp"
 
 namespace autoloco {
@@ -44,6 +43,10 @@ void check_uniform(const std::vector<Named>& params) {
 }
 
 }  // namespace
+
+bool is_decayed(const std::string& /*name*/, const torch::Tensor& param) {
+  return param.dim() >= 2;
+}
 
 DecayRule FlatParams::default_decay_rule() {
   return &is_decayed;

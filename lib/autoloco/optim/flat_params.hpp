@@ -23,6 +23,10 @@ struct ParamSlice {
 
 using DecayRule = std::function<bool(const std::string& name, const torch::Tensor& param)>;
 
+// The default rule: weight decay applies to matrices and embeddings (dim >= 2), never to
+// biases or norm gains. By shape alone, so it holds for every architecture without knowing it.
+bool is_decayed(const std::string& name, const torch::Tensor& param);
+
 // Layout: decayed parameters first (in named_parameters order), then the others, so weight
 // decay is the single slice [0, decay_numel()). A tensor shared by two names is stored once.
 //
