@@ -5,7 +5,10 @@
 #include <mpi.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <exception>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -82,6 +85,17 @@ Args parse_args(int argc, char** argv) {
   return a;
 }
 
+// One failing rank must not leave the others waiting in a collective. An error while training
+// ends the job with the trainer as it stands: its destructor would wait for other ranks (the
+// stop agreement in flight, a sync on the communication thread) that a failing job never
+// brings, and would free buffers that posted MPI requests still target.
+[[noreturn]] void end_job(const std::exception& e) {
+  autoloco::log::error("{}", e.what());
+  std::fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, 1);
+  std::abort();  // MPI_Abort does not return
+}
+
 int run(int argc, char** argv, int rank) {
   const Args args = parse_args(argc, argv);
   if (args.help) {
@@ -100,9 +114,13 @@ int run(int argc, char** argv, int rank) {
   autoloco::TrainerOptions options;
   options.resume = args.resume;
   options.allow_topology_change = args.allow_topology_change;
-  autoloco::Trainer trainer(config, MPI_COMM_WORLD, options);
-  const autoloco::TrainSummary summary = trainer.train();
-  (void)summary;
+  auto trainer = std::make_unique<autoloco::Trainer>(config, MPI_COMM_WORLD, options);
+  try {
+    trainer->train();
+  } catch (const std::exception& e) {
+    end_job(e);
+  }
+  trainer.reset();  // a normal end: whatever is in flight completes on every rank
   return 0;
 }
 
@@ -117,10 +135,7 @@ int main(int argc, char** argv) {
   try {
     code = run(argc, argv, rank);
   } catch (const std::exception& e) {
-    autoloco::log::error("{}", e.what());
-    // One failing rank must not leave the others waiting in a collective.
-    MPI_Abort(MPI_COMM_WORLD, 1);
-    return 1;
+    end_job(e);
   }
   MPI_Finalize();
   return code;

@@ -2,10 +2,12 @@
 #include <mpi.h>
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <numeric>
 #include <vector>
 
 #include "autoloco/comm/mpi_communicator.hpp"
+#include "autoloco/comm/patient_wait.hpp"
 #include "autoloco/comm/topology.hpp"
 #include "autoloco/util/error.hpp"
 
@@ -62,4 +64,21 @@ TEST_CASE("topology: dc and member from world rank and ranks_per_dc", "[np=4][co
   CHECK(intra.size() == 2);
   CHECK(intra.rank() == t.member);
   CHECK_THROWS_AS(Topology::from_world(MPI_COMM_WORLD, 3), ConfigError);
+}
+
+TEST_CASE("a cancelled patient wait withdraws its requests before it throws", "[np=2][comm]") {
+  // What the communication thread's ring does when the trainer is torn down mid-sync: the wait
+  // must not return with a receive still posted into a buffer its owner is about to free.
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  std::atomic<bool> cancel{true};
+  std::vector<float> buffer(4096, 0.0f);
+  MPI_Request request = MPI_REQUEST_NULL;
+  if (rank == 0) {
+    // No rank ever sends this: only MPI_Cancel can complete it.
+    MPI_Irecv(buffer.data(), 4096, MPI_FLOAT, 1, 99, MPI_COMM_WORLD, &request);
+    CHECK_THROWS_AS(wait_all(&request, 1, WaitPolicy{true, &cancel}), CommError);
+    CHECK(request == MPI_REQUEST_NULL);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
 }

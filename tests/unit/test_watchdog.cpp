@@ -1,4 +1,4 @@
-// The watchdog on collectives (comm/watchdog.hpp), driven with chosen times: no test waits on
+// The watchdog on collectives (util/watchdog.hpp), driven with chosen times: no test waits on
 // the clock. The e2e tests (tests/e2e/test_faults.cpp) end real jobs with it.
 #include <catch2/catch.hpp>
 
@@ -8,7 +8,7 @@
 #include <thread>
 #include <vector>
 
-#include "autoloco/comm/watchdog.hpp"
+#include "autoloco/util/watchdog.hpp"
 
 using autoloco::set_watch_detail;
 using autoloco::set_watch_position;
@@ -72,6 +72,40 @@ TEST_CASE("watchdog times the outermost watch and names the innermost call", "[w
   REQUIRE(m);
   CHECK(contains(*m, "the stop agreement has waited"));
   CHECK(contains(*m, "in MPI_Testall(...)"));
+}
+
+TEST_CASE("watchdog does not name a nested call that has returned", "[watchdog]") {
+  ManualWatchdog dog(5.0);
+  const Watch outer("the stop agreement");
+  { const Watch inner("MPI_Wait(&request_, MPI_STATUS_IGNORE)"); }
+  const std::optional<std::string> m = dog.check_at(6s);
+  REQUIRE(m);
+  CHECK(contains(*m, "the stop agreement has waited"));
+  CHECK_FALSE(contains(*m, "MPI_Wait"));
+}
+
+TEST_CASE("a watch with a bound of its own waits past the timeout and names its key",
+          "[watchdog]") {
+  ManualWatchdog dog(2.0);
+  {
+    const Watch io("a checkpoint's write", autoloco::WatchBound{30.0, "ckpt.timeout_s"});
+    // Collectives inside it take its bound: a slow writer is not a dead rank.
+    const Watch inner("MPI_Allreduce(...)");
+    CHECK_FALSE(dog.check_at(20s));
+    const std::optional<std::string> m = dog.check_at(31s);
+    REQUIRE(m);
+    CHECK(contains(*m, "a checkpoint's write has waited 31."));
+    CHECK(contains(*m, "past ckpt.timeout_s = 30"));
+    CHECK(contains(*m, "in MPI_Allreduce(...)"));
+    CHECK(contains(*m, "raise ckpt.timeout_s"));
+  }
+  // A bound shorter than the timeout does not shorten it.
+  ManualWatchdog again(10.0);
+  const Watch io("a checkpoint's write", autoloco::WatchBound{1.0, "ckpt.timeout_s"});
+  CHECK_FALSE(again.check_at(5s));
+  const std::optional<std::string> m = again.check_at(11s);
+  REQUIRE(m);
+  CHECK(contains(*m, "past comm.timeout_s = 10"));
 }
 
 TEST_CASE("watchdog leaves finished waits and unwatched threads alone", "[watchdog]") {

@@ -15,6 +15,7 @@
 #include <type_traits>
 
 #include "autoloco/util/crc32.hpp"
+#include "autoloco/util/durable_file.hpp"
 #include "autoloco/util/error.hpp"
 
 namespace autoloco {
@@ -86,15 +87,6 @@ hid_t declared_type(H5Type type) {
 int64_t file_size(const std::string& path) {
   struct stat st {};
   return ::stat(path.c_str(), &st) == 0 ? static_cast<int64_t>(st.st_size) : 0;
-}
-
-void fsync_path(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY);
-  if (fd < 0 || ::fsync(fd) != 0) {
-    if (fd >= 0) ::close(fd);
-    throw CheckpointError(fmt::format("cannot flush '{}' to the disk: check space", path));
-  }
-  ::close(fd);
 }
 
 // Checkpoints are written in the 1.10 format (superblock version 3), whose metadata carries
@@ -237,7 +229,11 @@ DatasetSums H5Writer::close() {
     throw CheckpointError(
         fmt::format("cannot close checkpoint file '{}': check disk space", path_));
   }
-  fsync_path(path_);
+  try {
+    fsync_file(path_);
+  } catch (const Error& e) {
+    throw CheckpointError(fmt::format("{}; check disk space", e.what()));
+  }
   return sums_;
 }
 

@@ -1,11 +1,14 @@
 #include "autoloco/comm/comm_thread.hpp"
 
-#include "autoloco/comm/watchdog.hpp"
+#include <utility>
+
 #include "autoloco/util/error.hpp"
+#include "autoloco/util/watchdog.hpp"
 
 namespace autoloco {
 
-CommThread::CommThread() : thread_([this] { loop(); }) {}
+CommThread::CommThread(std::function<void()> on_start)
+    : on_start_(std::move(on_start)), thread_([this] { loop(); }) {}
 
 CommThread::~CommThread() {
   cancel_.store(true, std::memory_order_release);
@@ -45,6 +48,12 @@ void CommThread::wait() {
 
 void CommThread::loop() {
   set_watch_thread_name("communication thread");
+  std::exception_ptr start_error;
+  try {
+    if (on_start_) on_start_();
+  } catch (...) {
+    start_error = std::current_exception();
+  }
   while (true) {
     std::function<void()> job;
     {
@@ -54,9 +63,9 @@ void CommThread::loop() {
       job = job_;
       has_job_ = false;
     }
-    std::exception_ptr error;
+    std::exception_ptr error = start_error;
     try {
-      job();
+      if (!error) job();
     } catch (...) {
       error = std::current_exception();
     }

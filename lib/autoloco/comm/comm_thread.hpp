@@ -16,7 +16,9 @@ namespace autoloco {
 
 class CommThread {
  public:
-  CommThread();
+  // `on_start` runs first on the new thread (e.g. to make the rank's GPU its current device);
+  // what it throws is what every job's wait() throws.
+  explicit CommThread(std::function<void()> on_start = {});
   // Cancels a job still running (its patient waits throw) and joins the thread.
   ~CommThread();
   CommThread(const CommThread&) = delete;
@@ -44,6 +46,7 @@ class CommThread {
   bool started_ = false;  // main thread only
   std::exception_ptr error_;
   std::atomic<bool> cancel_{false};
+  std::function<void()> on_start_;
   std::thread thread_;  // last: starts after the members it uses exist
 };
 

@@ -6,11 +6,11 @@
 #include <cstdint>
 
 #include "autoloco/comm/mpi_count.hpp"
-#include "autoloco/comm/watchdog.hpp"
 #include "autoloco/comm/world_ranks.hpp"
 #include "autoloco/util/env_limit.hpp"
 #include "autoloco/util/error.hpp"
 #include "autoloco/util/mpi_check.hpp"
+#include "autoloco/util/watchdog.hpp"
 
 namespace autoloco {
 namespace {
@@ -110,7 +110,7 @@ void MpiCommunicator::collective(Blocking blocking, NonBlocking non_blocking) {
   }
   MPI_Request request = MPI_REQUEST_NULL;
   non_blocking(&request);
-  wait_all(&request, 1, policy_);
+  wait_all(&request, 1, policy_, RequestKind::collective);
 }
 
 void MpiCommunicator::allreduce_sum(void* data, size_t count, DType type) {

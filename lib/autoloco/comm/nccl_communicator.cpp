@@ -5,9 +5,11 @@
 #include <fmt/format.h>
 #include <nccl.h>
 
-#include "autoloco/comm/watchdog.hpp"
+#include <exception>
+
 #include "autoloco/util/error.hpp"
 #include "autoloco/util/mpi_check.hpp"
+#include "autoloco/util/watchdog.hpp"
 
 namespace autoloco {
 namespace {
@@ -71,7 +73,14 @@ NcclCommunicator::NcclCommunicator(MPI_Comm group, int device) : state_(std::mak
 }
 
 NcclCommunicator::~NcclCommunicator() {
-  if (state_->comm != nullptr) ncclCommDestroy(state_->comm);
+  if (state_->comm == nullptr) return;
+  // While an error unwinds, a peer may be dead with collectives of ours still queued:
+  // ncclCommDestroy would wait for them forever, ncclCommAbort drops them.
+  if (std::uncaught_exceptions() > 0) {
+    ncclCommAbort(state_->comm);
+  } else {
+    ncclCommDestroy(state_->comm);
+  }
 }
 
 void NcclCommunicator::synchronize() {

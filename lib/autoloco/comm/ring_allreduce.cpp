@@ -6,9 +6,9 @@
 
 #include "autoloco/comm/mpi_count.hpp"
 #include "autoloco/comm/packed_message.hpp"
-#include "autoloco/comm/watchdog.hpp"
 #include "autoloco/comm/world_ranks.hpp"
 #include "autoloco/util/mpi_check.hpp"
+#include "autoloco/util/watchdog.hpp"
 
 namespace autoloco {
 namespace {

@@ -1,7 +1,7 @@
 #include "autoloco/comm/stop_agreement.hpp"
 
-#include "autoloco/comm/watchdog.hpp"
 #include "autoloco/util/mpi_check.hpp"
+#include "autoloco/util/watchdog.hpp"
 
 namespace autoloco {
 
@@ -10,6 +10,7 @@ StopAgreement::StopAgreement(MPI_Comm comm) {
 }
 
 StopAgreement::~StopAgreement() {
+  if (comm_ == MPI_COMM_NULL) return;  // abandoned
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (finalized) return;
@@ -24,15 +25,23 @@ unsigned StopAgreement::poll(unsigned local_flags) {
     const Watch watch("the stop agreement");
     set_watch_detail("the OR of every rank's flags, started a step before");
     AUTOLOCO_MPI(MPI_Wait(&request_, MPI_STATUS_IGNORE));
-    agreed = recv_;
+    agreed = flags_->recv;
   }
-  send_ = local_flags;
-  AUTOLOCO_MPI(MPI_Iallreduce(&send_, &recv_, 1, MPI_UNSIGNED, MPI_BOR, comm_, &request_));
+  flags_->send = local_flags;
+  AUTOLOCO_MPI(
+      MPI_Iallreduce(&flags_->send, &flags_->recv, 1, MPI_UNSIGNED, MPI_BOR, comm_, &request_));
   return agreed;
 }
 
 void StopAgreement::drain() {
   if (request_ != MPI_REQUEST_NULL) AUTOLOCO_MPI(MPI_Wait(&request_, MPI_STATUS_IGNORE));
+}
+
+void StopAgreement::abandon() {
+  if (request_ == MPI_REQUEST_NULL) return;
+  static_cast<void>(flags_.release());
+  request_ = MPI_REQUEST_NULL;
+  comm_ = MPI_COMM_NULL;
 }
 
 }  // namespace autoloco

@@ -5,6 +5,8 @@
 
 #include <mpi.h>
 
+#include <memory>
+
 namespace autoloco {
 
 class StopAgreement {
@@ -23,12 +25,20 @@ class StopAgreement {
 
   // Completes any reduction in flight (call before the communicator goes away).
   void drain();
+  // Leaves a reduction in flight behind without waiting, when the job is failing and its peers
+  // may never join it: the buffers it targets and the communicator are leaked on purpose (MPI
+  // may still write into them), and the job is to end with MPI_Abort.
+  void abandon();
 
  private:
-  MPI_Comm comm_;
+  // What the reduction in flight targets, on the heap so that abandon() can leave it to MPI.
+  struct Flags {
+    unsigned send = 0;
+    unsigned recv = 0;
+  };
+  MPI_Comm comm_ = MPI_COMM_NULL;
   MPI_Request request_ = MPI_REQUEST_NULL;
-  unsigned send_ = 0;
-  unsigned recv_ = 0;
+  std::unique_ptr<Flags> flags_ = std::make_unique<Flags>();
 };
 
 }  // namespace autoloco

@@ -6,8 +6,8 @@
 #include <numeric>
 
 #include "autoloco/comm/mpi_count.hpp"
-#include "autoloco/comm/watchdog.hpp"
 #include "autoloco/util/mpi_check.hpp"
+#include "autoloco/util/watchdog.hpp"
 
 namespace autoloco {
 

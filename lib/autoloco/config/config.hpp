@@ -309,8 +309,9 @@ struct CommConfig {
       "the watchdog: a rank that waits this many seconds in one collective (intra-dc, inter-dc, "
       "the stop agreement, the communication thread's sync) prints what it waits for and ends "
       "the job with exit code 124, its last complete checkpoint intact (docs/faults.md); must "
-      "exceed the longest checkpoint write and, with wan.mode sleep or real, the link time of "
-      "one sync (checked at the start); 0: no watchdog");
+      "exceed, with wan.mode sleep or real, the link time of "
+      "one sync (checked at the start); a checkpoint's write and a resume's read are bounded by "
+      "ckpt.timeout_s instead; 0: no watchdog");
   }
 };
 
@@ -320,6 +321,7 @@ struct CkptConfig {
   int64_t keep_last = 3;
   bool on_signal = true;
   bool at_end = true;
+  double timeout_s = 3600.0;
 
   template <class Self, class V>
   static void visit(Self& s, V& v) {
@@ -331,6 +333,11 @@ struct CkptConfig {
     v("on_signal", s.on_signal,
       "on SIGTERM, SIGUSR1 or SIGINT save a checkpoint before stopping (then exit 0)");
     v("at_end", s.at_end, "save a checkpoint after the last step");
+    v("timeout_s", s.timeout_s,
+      "the watchdog's bound on a checkpoint's write and a resume's read, in place of "
+      "comm.timeout_s (never shorter than it): every rank waits while the slowest writes; the "
+      "start log gives the expected time of a checkpoint from its bytes and a measured write "
+      "rate");
   }
 };
 

@@ -269,6 +269,7 @@ void validate_ckpt(const CkptConfig& k) {
   require_non_negative(k.every_steps, "ckpt.every_steps");
   require_non_negative(k.every_minutes, "ckpt.every_minutes");
   require_positive(k.keep_last, "ckpt.keep_last");
+  require_non_negative(k.timeout_s, "ckpt.timeout_s");
 }
 
 }  // namespace

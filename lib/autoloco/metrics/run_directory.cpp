@@ -3,11 +3,14 @@
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <filesystem>
 
 #include "autoloco/util/durable_file.hpp"
 #include "autoloco/util/error.hpp"
+#include "autoloco/util/file_bytes.hpp"
+#include "autoloco/util/log.hpp"
 
 namespace autoloco {
 namespace fs = std::filesystem;
@@ -39,25 +42,60 @@ RunDirectory RunDirectory::create(const std::string& out_dir, const std::string&
 
 namespace {
 
-void cut_back(const fs::path& file, int64_t bytes) {
+// The integer after "key": in the last line of `lines` (whole lines only), or -1.
+int64_t last_value(const std::string& lines, const std::string& key) {
+  const size_t end = lines.empty() ? 0 : lines.size() - 1;
+  const size_t begin = lines.rfind('\n', end == 0 ? 0 : end - 1);
+  const std::string last = lines.substr(begin == std::string::npos ? 0 : begin + 1);
+  const std::string needle = "\"" + key + "\":";
+  const size_t at = last.find(needle);
+  if (at == std::string::npos) return -1;
+  return std::strtoll(last.c_str() + at + needle.size(), nullptr, 10);
+}
+
+void resize(const fs::path& file, int64_t bytes) {
   std::error_code ec;
-  const auto size = fs::exists(file) ? static_cast<int64_t>(fs::file_size(file, ec)) : 0;
-  if (ec || size < bytes) {
-    throw CheckpointError(fmt::format(
-        "'{}' has {} bytes but the checkpoint was written when it had {}: the run directory does "
-        "not belong to this checkpoint; resume into a new run (another run.name)",
-        file.string(), size, bytes));
-  }
+  if (!fs::exists(file)) std::ofstream(file).close();
   fs::resize_file(file, static_cast<uintmax_t>(bytes), ec);
   if (ec) throw Error(fmt::format("cannot shorten '{}': {}", file.string(), ec.message()));
 }
 
+// `file` as the checkpoint of step `step` recorded it: longer, it is cut back (the lines after
+// the checkpoint are written again); shorter, the node went down before the page cache reached
+// the disk (logs before autoloco fsynced them at checkpoints, or another file system's
+// promises): the run goes on from its last whole line and says which lines are gone.
+void resume_log(const fs::path& file, int64_t recorded, int64_t step, const std::string& key) {
+  if (recorded < 0) {
+    throw CheckpointError(
+        fmt::format("the checkpoint of step {} records {} bytes for '{}': it is damaged", step,
+                    recorded, file.string()));
+  }
+  std::error_code ec;
+  const int64_t size = fs::exists(file) ? static_cast<int64_t>(fs::file_size(file, ec)) : 0;
+  if (ec) throw Error(fmt::format("cannot read the size of '{}': {}", file.string(), ec.message()));
+  if (size >= recorded) {
+    resize(file, recorded);
+    return;
+  }
+  std::string text = read_file_bytes(file.string()).value_or(std::string());
+  const size_t whole = text.rfind('\n');
+  text.resize(whole == std::string::npos ? 0 : whole + 1);
+  resize(file, static_cast<int64_t>(text.size()));
+  const int64_t last = last_value(text, key);
+  const std::string lost =
+      last >= 0 ? fmt::format("its lines after {} {} up to the checkpoint are lost", key, last)
+                : std::string("every line it had before the checkpoint is lost");
+  log::warn(
+      "{} came back with {} of the {} bytes that the checkpoint of step {} recorded (the node "
+      "went down before they reached the disk): {}; the resumed run appends from step {} on",
+      file.string(), size, recorded, step, lost, step);
+}
+
 }  // namespace
 
-RunDirectory RunDirectory::reopen(const std::string& path, int64_t metrics_bytes,
-                                  int64_t syncs_bytes) {
-  cut_back(fs::path(path) / "metrics.jsonl", metrics_bytes);
-  cut_back(fs::path(path) / "syncs.jsonl", syncs_bytes);
+RunDirectory RunDirectory::reopen(const std::string& path, const LogSizes& recorded, int64_t step) {
+  resume_log(fs::path(path) / "metrics.jsonl", recorded.metrics, step, "step");
+  resume_log(fs::path(path) / "syncs.jsonl", recorded.syncs, step, "round");
   return RunDirectory(path);
 }
 
@@ -81,12 +119,16 @@ std::string RunDirectory::set_aside_files(const std::string& path) {
   return target.string();
 }
 
-int64_t RunDirectory::metrics_bytes() const {
-  return static_cast<int64_t>(fs::file_size(fs::path(path_) / "metrics.jsonl"));
-}
-
-int64_t RunDirectory::syncs_bytes() const {
-  return static_cast<int64_t>(fs::file_size(fs::path(path_) / "syncs.jsonl"));
+LogSizes RunDirectory::durable_sizes() {
+  const std::string metrics = path_ + "/metrics.jsonl";
+  const std::string syncs = path_ + "/syncs.jsonl";
+  if (!metrics_.flush() || !syncs_.flush()) {
+    throw Error(fmt::format("cannot write the logs of '{}'; check free disk space", path_));
+  }
+  fsync_file(metrics);
+  fsync_file(syncs);
+  return LogSizes{static_cast<int64_t>(fs::file_size(metrics)),
+                  static_cast<int64_t>(fs::file_size(syncs))};
 }
 
 void RunDirectory::write_config(const std::string& yaml) const {

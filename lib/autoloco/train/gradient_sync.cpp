@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "autoloco/comm/watchdog.hpp"
+#include "autoloco/util/watchdog.hpp"
 
 namespace autoloco {
 namespace {

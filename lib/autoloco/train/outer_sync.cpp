@@ -11,10 +11,10 @@
 #include <thread>
 #include <vector>
 
-#include "autoloco/comm/watchdog.hpp"
 #include "autoloco/util/error.hpp"
 #include "autoloco/util/fault_injection.hpp"
 #include "autoloco/util/log.hpp"
+#include "autoloco/util/watchdog.hpp"
 
 namespace autoloco {
 namespace {

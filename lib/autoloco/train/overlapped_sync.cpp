@@ -5,10 +5,11 @@
 #include <algorithm>
 #include <exception>
 
-#include "autoloco/comm/watchdog.hpp"
 #include "autoloco/metrics/progress.hpp"
+#include "autoloco/train/device_placement.hpp"
 #include "autoloco/util/error.hpp"
 #include "autoloco/util/log.hpp"
+#include "autoloco/util/watchdog.hpp"
 
 namespace autoloco {
 
@@ -21,7 +22,11 @@ OverlappedSync::OverlappedSync(const Config& config, FlatParams& params, MpiComm
       link_(link),
       thread_intra_(intra.handle()),
       reducer_(thread_intra_, link),
-      outer_(config, params, reducer_, link, state_device) {
+      outer_(config, params, reducer_, link, state_device),
+      // The thread's CUDA work (copies on its side stream, events it destroys) is on the rank's
+      // GPU, not on the thread's default device 0.
+      thread_(std::make_unique<CommThread>(
+          [device = params.values().device()] { make_device_current(device); })) {
   const WaitPolicy patient{true, thread_->cancel_flag()};
   thread_intra_.set_wait_policy(patient);
   link.set_wait_policy(patient);

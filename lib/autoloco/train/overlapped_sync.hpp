@@ -60,7 +60,7 @@ class OverlappedSync final : public SyncPipeline {
   double handed_at_ = 0.0;  // compute clock when the sync was handed to the thread
   SyncClock clock_;
   // Last: the destructor stops (cancels and joins) it before the members its job uses go.
-  std::unique_ptr<CommThread> thread_ = std::make_unique<CommThread>();
+  std::unique_ptr<CommThread> thread_;
 };
 
 }  // namespace autoloco

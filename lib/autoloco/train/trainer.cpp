@@ -4,12 +4,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <exception>
 #include <thread>
 
 #include "autoloco/comm/intra_dc.hpp"
 #include "autoloco/metrics/progress.hpp"
 #include "autoloco/optim/adamw.hpp"
 #include "autoloco/optim/lr_schedule.hpp"
+#include "autoloco/train/device_placement.hpp"
 #include "autoloco/train/precision.hpp"
 #include "autoloco/util/blas_threads.hpp"
 #include "autoloco/util/error.hpp"
@@ -29,17 +31,6 @@ void broadcast_values(FlatParams& params, MpiCommunicator& world) {
   params.values().copy_(host);
 }
 
-torch::Device pick_device(const RunConfig& run, int local_rank) {
-  if (run.device == "cpu") return torch::kCPU;
-  if (!torch::cuda::is_available()) {
-    throw ConfigError(
-        "config key run.device: cuda was asked for but LibTorch sees no CUDA device (is this a "
-        "CUDA build of LibTorch, and is a GPU visible?); use run.device=cpu");
-  }
-  const int64_t count = static_cast<int64_t>(torch::cuda::device_count());
-  return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(local_rank % count));
-}
-
 }  // namespace
 
 Trainer::Trainer(const Config& config, MPI_Comm world, TrainerOptions options)
@@ -53,6 +44,7 @@ Trainer::Trainer(const Config& config, MPI_Comm world, TrainerOptions options)
       intra_mpi_(std::make_unique<MpiCommunicator>(world, topo_.dc, topo_.member)),
       inter_mpi_(std::make_unique<MpiCommunicator>(world, topo_.member, topo_.dc)),
       stop_(world) {
+  make_device_current(device_);  // before any CUDA work names no device
   set_watch_thread_name("main thread");
   validate_world(config_, topo_.world_size);
   FaultPlan::from_env();  // a malformed plan fails here, before any work
@@ -107,7 +99,13 @@ Trainer::Trainer(const Config& config, MPI_Comm world, TrainerOptions options)
 }
 
 Trainer::~Trainer() {
-  stop_.drain();
+  // While an error unwinds, the other ranks may never join the agreement in flight: waiting
+  // for it would hang the job that is to be ended (main's MPI_Abort).
+  if (std::uncaught_exceptions() > 0) {
+    stop_.abandon();
+  } else {
+    stop_.drain();
+  }
 }
 
 void Trainer::build_instances(const std::vector<size_t>& shard_subset) {
@@ -322,6 +320,7 @@ TrainSummary Trainer::train() {
     set_watch_position(outer_method() ? rounds_ + 1 : -1, step_ + 1);
     FaultPlan::from_env().at_step(step_ + 1, topo_.world_rank);
     const unsigned agreed = stop_.poll(checkpoint_flags());
+    FaultPlan::from_env().in_step(step_ + 1, topo_.world_rank);
     if (agreed & StopAgreement::kStop) {
       s.stopped_by_signal = true;
       log::info("stop requested (signal): ending cleanly at step {}", step_);

@@ -21,7 +21,6 @@
 #include "autoloco/comm/stop_agreement.hpp"
 #include "autoloco/comm/topology.hpp"
 #include "autoloco/comm/wan_link.hpp"
-#include "autoloco/comm/watchdog.hpp"
 #include "autoloco/config/config.hpp"
 #include "autoloco/data/stream.hpp"
 #include "autoloco/metrics/run_directory.hpp"
@@ -41,6 +40,7 @@
 #include "autoloco/train/sync_pipeline.hpp"
 #include "autoloco/train/topology_change.hpp"
 #include "autoloco/util/timer.hpp"
+#include "autoloco/util/watchdog.hpp"
 
 namespace autoloco {
 
@@ -168,8 +168,7 @@ class Trainer {
   // Where a resumed run's files stood when the checkpoint was written.
   struct Resumed {
     std::string path;
-    int64_t metrics_bytes = 0;
-    int64_t syncs_bytes = 0;
+    LogSizes logs;
   };
 
   void set_threads();
@@ -205,6 +204,12 @@ class Trainer {
   void write_fragment_schedule(H5Writer& w);
   void read_fragment_schedule(const H5Reader& g);
   unsigned checkpoint_flags();
+  // Bytes world rank 0 writes for a checkpoint (the global file, its dc's file, its own): the
+  // most of any rank, so what sets every checkpoint's pace.
+  int64_t checkpoint_bytes_rank0() const;
+  // The start log's line on checkpoints: their size, a measured write rate, the expected time
+  // against ckpt.timeout_s (world rank 0, with a run directory).
+  void log_checkpoint_estimate();
   // Drops the instances that a checkpoint's instances/active no longer lists (merged ones).
   void keep_instances(const std::vector<int64_t>& active, const std::string& file);
 

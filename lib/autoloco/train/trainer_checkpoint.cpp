@@ -7,11 +7,13 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <mutex>
 #include <sstream>
+#include <thread>
 #include <tuple>
 #include <utility>
 
@@ -19,6 +21,7 @@
 #include "autoloco/ckpt/compatibility.hpp"
 #include "autoloco/ckpt/h5_file.hpp"
 #include "autoloco/ckpt/layout.hpp"
+#include "autoloco/ckpt/write_rate.hpp"
 #include "autoloco/comm/text_collectives.hpp"
 #include "autoloco/metrics/progress.hpp"
 #include "autoloco/optim/adamw.hpp"
@@ -47,6 +50,35 @@ void write_tensor(H5Writer& w, const std::string& name, const torch::Tensor& t) 
 void read_tensor(const H5Reader& r, const std::string& name, torch::Tensor& into) {
   torch::Tensor host = torch::empty({into.numel()}, torch::kFloat32);
   r.read(name, host.data_ptr<float>(), host.numel());
+  torch::NoGradGuard no_grad;
+  into.copy_(host.view_as(into));
+}
+
+// Reads a flat fp32 dataset of the global file that every rank of a dc needs whole (the anchor,
+// the outer state, a pending sum: |θ| each): member 0 reads it and broadcasts it inside the dc,
+// so a resume reads the global file once per dc rather than once per rank. The dc first learns
+// whether member 0 could read it, so that a damaged file fails every member rather than leaving
+// them in the broadcast.
+void read_tensor_in_dc(const H5Reader& g, const std::string& name, torch::Tensor& into,
+                       Communicator& intra) {
+  torch::Tensor host = torch::empty({into.numel()}, torch::kFloat32);
+  std::string error;
+  if (intra.rank() == 0) {
+    try {
+      g.read(name, host.data_ptr<float>(), host.numel());
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  }
+  int64_t ok = error.empty() ? 1 : 0;
+  intra.broadcast(&ok, 1, DType::i64, 0);
+  if (ok == 0) {
+    throw CheckpointError(intra.rank() == 0 ? error
+                                            : fmt::format("'{}': member 0 of this dc could not "
+                                                          "read dataset '{}' (see its error)",
+                                                          g.path(), name));
+  }
+  intra.broadcast(host.data_ptr<float>(), static_cast<size_t>(host.numel()), DType::f32, 0);
   torch::NoGradGuard no_grad;
   into.copy_(host.view_as(into));
 }
@@ -106,6 +138,52 @@ NoiseSums noise_sums(const std::vector<double>& values, const std::string& file)
   return NoiseSums::from_array(a);
 }
 
+// A list of one value per dc of the checkpoint (`may_be_empty`: or none yet), which the loop
+// indexes by dc: another length is damage, refused before use.
+std::vector<int64_t> per_dc(const H5Reader& g, const std::string& name,
+                            const TopologyChange& change, bool may_be_empty) {
+  std::vector<int64_t> values = g.read_i64(name);
+  if (values.size() != static_cast<size_t>(change.from_dcs) && !(may_be_empty && values.empty())) {
+    throw CheckpointError(fmt::format(
+        "'{}': {} holds {} values where the checkpoint's {} dcs have one each: the file is "
+        "damaged; use another checkpoint",
+        g.path(), name, values.size(), change.from_dcs));
+  }
+  return values;
+}
+
+// The config a checkpoint was written with. Its bytes passed their CRC-32, so one that this
+// autoloco cannot read (a key renamed or removed since) makes the checkpoint incompatible, not
+// damaged: an older checkpoint would not read either.
+Config saved_config(const H5Reader& g, const std::string& path) {
+  try {
+    return parse_config(g.read_string("config"), {}, g.path());
+  } catch (const ConfigError& e) {
+    throw ResumeMismatch(
+        fmt::format("cannot resume from '{}': its config does not load in this autoloco ({}); "
+                    "resume it with the autoloco that wrote it",
+                    path, e.what()));
+  }
+}
+
+// Runs one step of reading checkpoint `path`. Whatever a damaged file makes a library throw
+// (LibTorch's c10::Error for an RNG state of the wrong size, std::bad_alloc, std::length_error,
+// ...) becomes a CheckpointError naming the checkpoint, so that --resume auto falls back to an
+// older one instead of ending the job; CheckpointErrors (ResumeMismatch too) pass as they are.
+template <class F>
+auto restoring(const std::string& path, F&& body) {
+  try {
+    return body();
+  } catch (const CheckpointError&) {
+    throw;
+  } catch (const c10::Error& e) {  // its what() carries a C++ backtrace
+    throw CheckpointError(
+        fmt::format("'{}': cannot restore: {}", path, e.what_without_backtrace()));
+  } catch (const std::exception& e) {
+    throw CheckpointError(fmt::format("'{}': cannot restore: {}", path, e.what()));
+  }
+}
+
 // The progress clock's base (step, tokens) at the last topology change; none before one.
 std::pair<int64_t, int64_t> progress_base(const H5Reader& g) {
   if (!g.has("counters/progress_base_step")) return {0, 0};
@@ -151,13 +229,27 @@ void write_sync_rank(H5Writer& w, SyncPipeline& sync) {
   w.write("sync/pending_wall_s", p->round.wall_s);
 }
 
-void read_sync(const H5Reader& g, const H5Reader& k, SyncPipeline& sync, const WanCounters& wan,
-               const TopologyChange& change) {
-  // Checkpoints from before the overlap: every second of the link was exposed and waited for.
-  sync.restore_clock(k.has("sync/wait_s") ? SyncClock{k.read_double("sync/wait_s"),
-                                                      k.read_double("sync/exposed_link_s")}
-                                          : SyncClock{wan.wall_s, wan.link_s});
-  if (!g.has("sync/pending") || g.read_int("sync/pending") == 0) return;
+// The scalars of a sync in flight, laid out for this job's dcs. The outer step that lands them
+// indexes the round's scalars and two per dc, so a list that remap_scalars could not lay out
+// (it leaves another length as it is) is damage, refused before use.
+std::vector<double> pending_scalars(const H5Reader& g, const TopologyChange& change) {
+  const std::vector<double> stored = g.read_f64("sync/pending_scalars");
+  std::vector<double> scalars = OuterSync::remap_scalars(stored, change);
+  if (scalars.size() != OuterSync::message_scalars(change.to_dcs)) {
+    throw CheckpointError(
+        fmt::format("'{}': sync/pending_scalars holds {} values, which is no round message of {} "
+                    "dcs: the file is damaged; use another checkpoint",
+                    g.path(), stored.size(), change.from_dcs));
+  }
+  return scalars;
+}
+
+// The sync in flight, as the global file holds it (the same on every rank): read with the rest
+// of the global file, before any rank reads its own files, so that the dc's broadcast of its
+// sum never waits for a member that failed on a file of its own.
+std::optional<PendingSync> read_pending_global(const H5Reader& g, SyncPipeline& sync,
+                                               const TopologyChange& change, Communicator& intra) {
+  if (!g.has("sync/pending") || g.read_int("sync/pending") == 0) return std::nullopt;
   PendingSync p;
   p.due_step = g.read_int("sync/pending_due_step");
   const std::vector<int64_t> round = g.read_i64("sync/pending_round");
@@ -178,12 +270,25 @@ void read_sync(const H5Reader& g, const H5Reader& k, SyncPipeline& sync, const W
   p.round.in.step = round[1];
   p.round.in.H = round[2];
   p.round.dc_bytes = round[3];
-  p.round.scalars = OuterSync::remap_scalars(g.read_f64("sync/pending_scalars"), change);
+  p.round.scalars = pending_scalars(g, change);
   p.round.link_s = g.read_double("sync/pending_link_s");
-  p.round.wall_s = k.has("sync/pending_wall_s") ? k.read_double("sync/pending_wall_s") : 0.0;
-  read_tensor(g, "sync/pending_sum", sync.outer().at(p.round.in.fragment).staging());
-  p.handed_at = k.has("sync/pending_handed_at") ? k.read_double("sync/pending_handed_at") : 0.0;
-  sync.restore(p);
+  read_tensor_in_dc(g, "sync/pending_sum", sync.outer().at(p.round.in.fragment).staging(), intra);
+  return p;
+}
+
+// The rank's part of the sync's state (its clocks, when it handed the pending sync over), then
+// the pending sync restored.
+void read_sync_rank(const H5Reader& k, SyncPipeline& sync, const WanCounters& wan,
+                    std::optional<PendingSync> pending) {
+  // Checkpoints from before the overlap: every second of the link was exposed and waited for.
+  sync.restore_clock(k.has("sync/wait_s") ? SyncClock{k.read_double("sync/wait_s"),
+                                                      k.read_double("sync/exposed_link_s")}
+                                          : SyncClock{wan.wall_s, wan.link_s});
+  if (!pending) return;
+  pending->round.wall_s = k.has("sync/pending_wall_s") ? k.read_double("sync/pending_wall_s") : 0.0;
+  pending->handed_at =
+      k.has("sync/pending_handed_at") ? k.read_double("sync/pending_handed_at") : 0.0;
+  sync.restore(*pending);
 }
 
 }  // namespace
@@ -239,8 +344,10 @@ ManifestFile Trainer::write_global_file(const std::string& dir, const std::strin
   w.write("loop/eval_due", int64_t{loop_.eval_due});
   w.write("loop/final_train_loss", loop_.final_train_loss);
   w.write("loop/final_eval_loss", loop_.final_eval_loss);
-  w.write("run/metrics_bytes", run_dir_ ? run_dir_->metrics_bytes() : int64_t{0});
-  w.write("run/syncs_bytes", run_dir_ ? run_dir_->syncs_bytes() : int64_t{0});
+  // On the disk before the checkpoint says they are: a node crash cannot leave them shorter.
+  const LogSizes logs = run_dir_ ? run_dir_->durable_sizes() : LogSizes{};
+  w.write("run/metrics_bytes", logs.metrics);
+  w.write("run/syncs_bytes", logs.syncs);
   if (sync_) {
     write_tensor(w, "outer/anchor", anchor());
     for (const auto& [name, tensor] : sync_->outer().optimizer_state()) {
@@ -317,6 +424,54 @@ ManifestFile Trainer::write_rank_file(const std::string& dir) {
   return finish(w, name);
 }
 
+int64_t Trainer::checkpoint_bytes_rank0() const {
+  constexpr int64_t kFloat = sizeof(float);
+  const int64_t numel = instances_[0].params->numel();
+  int64_t bytes = 0;
+  if (sync_) {
+    bytes += numel * kFloat;  // the anchor
+    for (const auto& [name, tensor] : sync_->outer().optimizer_state()) {
+      if (tensor.defined()) bytes += tensor.numel() * kFloat;
+    }
+    if (config_.outer.error_feedback) bytes += numel * kFloat;  // the residual
+  }
+  for (const ModelInstance& inst : instances_) {
+    const bool adamw = dynamic_cast<const FlatAdamW*>(inst.optimizer.get()) != nullptr;
+    bytes += inst.params->numel() * kFloat * (adamw ? 3 : 1);  // replica (and moments)
+  }
+  return bytes;
+}
+
+void Trainer::log_checkpoint_estimate() {
+  if (!run_dir_) return;
+  // Large enough to pass the page cache's first absorption on most machines, small enough to
+  // cost a start a fraction of a second.
+  constexpr int64_t kProbeBytes = int64_t{16} << 20;
+  double rate = 0.0;
+  try {
+    rate = measure_write_rate(run_dir_->path(), kProbeBytes);
+  } catch (const Error& e) {
+    log::warn("checkpoints: could not measure the write rate: {}", e.what());
+    return;
+  }
+  const int64_t bytes = checkpoint_bytes_rank0();
+  const double expected = static_cast<double>(bytes) / rate;
+  log::info(
+      "checkpoints: world rank 0 writes {}B of each (the most of any rank): about {:.1f} s at the "
+      "{}B/s measured here ({}B written and flushed); ckpt.timeout_s {:g}",
+      format_si(static_cast<double>(bytes)), expected, format_si(rate),
+      format_si(static_cast<double>(kProbeBytes)), config_.ckpt.timeout_s);
+  // A probe says little about a shared file system under load: leave a wide margin.
+  if (config_.comm.timeout_s > 0 &&
+      4 * expected > std::max(config_.ckpt.timeout_s, config_.comm.timeout_s)) {
+    log::warn(
+        "checkpoints: the expected write time ({:.0f} s) is over a quarter of ckpt.timeout_s "
+        "({:g} s): the watchdog may end the job while a checkpoint is written; raise "
+        "ckpt.timeout_s",
+        expected, config_.ckpt.timeout_s);
+  }
+}
+
 unsigned Trainer::checkpoint_flags() {
   unsigned flags = stop_signal_received() != 0 ? StopAgreement::kStop : 0u;
   // The agreement lands one step later: ask one step early to stop exactly at stop_at_step.
@@ -337,6 +492,9 @@ unsigned Trainer::checkpoint_flags() {
 std::string Trainer::save_checkpoint(const std::string& reason) {
   const std::string dir = checkpoint_dir();
   if (last_checkpoint_step_ == step_) return (fs::path(dir) / checkpoint_name(step_)).string();
+  // Every rank waits while the slowest writes: storage, not a lost rank.
+  const Watch io("a checkpoint's write (every rank waits for the slowest writer)",
+                 WatchBound{config_.ckpt.timeout_s, "ckpt.timeout_s"});
   Timer timer;
   const MPI_Comm world = world_comm_->handle();
   std::string message;
@@ -359,6 +517,8 @@ std::string Trainer::save_checkpoint(const std::string& reason) {
   // Each rank writes its own files; rank 0 learns their sums, or the first rank that failed.
   std::string mine;
   try {
+    const double slow = FaultPlan::from_env().slow_checkpoint_s(step_, topo_.world_rank);
+    if (slow > 0) std::this_thread::sleep_for(std::chrono::duration<double>(slow));
     std::vector<ManifestFile> files;
     if (topo_.world_rank == 0) files.push_back(write_global_file(tmp, reason));
     if (topo_.member == 0) files.push_back(write_dc_file(tmp));
@@ -504,7 +664,7 @@ void Trainer::check_resumable(const std::string& path) {
         "least {} (--set run.steps=N)",
         path, progress, config_.run.steps, progress));
   }
-  const Config saved = parse_config(g.read_string("config"), {}, path + "/" + kGlobalFile);
+  const Config saved = saved_config(g, path);
   const std::vector<ConfigChange> changes = check_config_resumable(saved, config_, path);
   if (topo_.world_rank == 0) {
     for (const ConfigChange& c : changes) {
@@ -583,6 +743,9 @@ Trainer::Resumed Trainer::load_checkpoint(const std::string& path) {
   const Manifest m = read_manifest(path);
   Resumed r;
   r.path = path;
+  // The global file first, on every rank alike: its large datasets are broadcast inside each dc
+  // (read_tensor_in_dc), which must come before any read of a rank's own files can fail.
+  std::optional<PendingSync> pending;
   {
     const H5Reader g(path + "/" + kGlobalFile, &manifest_entry(m, path, kGlobalFile).datasets);
     step_ = g.read_int("counters/step");
@@ -603,31 +766,33 @@ Trainer::Resumed Trainer::load_checkpoint(const std::string& path) {
     }
     loop_.tokens_at_log =
         g.has("counters/tokens_at_log") ? g.read_int("counters/tokens_at_log") : tokens_;
-    if (g.has("batch/dc_batches"))
-      dc_batches_ = topology_change_.remap(g.read_i64("batch/dc_batches"));
+    if (g.has("batch/dc_batches")) {
+      dc_batches_ = topology_change_.remap(per_dc(g, "batch/dc_batches", topology_change_, false));
+    }
     if (g.has("batch/last_round_batches")) {
-      last_round_batches_ = topology_change_.remap(g.read_i64("batch/last_round_batches"));
+      last_round_batches_ =
+          topology_change_.remap(per_dc(g, "batch/last_round_batches", topology_change_, true));
     }
     loop_.eval_due = g.read_int("loop/eval_due") != 0;
     loop_.final_train_loss = g.read_double("loop/final_train_loss");
     loop_.final_eval_loss = g.read_double("loop/final_eval_loss");
-    r.metrics_bytes = g.read_int("run/metrics_bytes");
-    r.syncs_bytes = g.read_int("run/syncs_bytes");
+    r.logs = LogSizes{g.read_int("run/metrics_bytes"), g.read_int("run/syncs_bytes")};
     if (sync_) {
       read_fragment_schedule(g);
       torch::Tensor whole = torch::empty_like(anchor());
-      read_tensor(g, "outer/anchor", whole);
+      read_tensor_in_dc(g, "outer/anchor", whole, *intra_mpi_);
       sync_->outer().load_anchor(whole);
       for (const auto& [name, tensor] : sync_->outer().optimizer_state()) {
         const std::string key = "outer/" + name;
         torch::Tensor value;
         if (g.has(key)) {
           value = torch::empty_like(whole);
-          read_tensor(g, key, value);
+          read_tensor_in_dc(g, key, value, *intra_mpi_);
         }
         sync_->outer().load_optimizer_state(name, value);
       }
       controller_->load_state(g.read_f64("controller/state"));
+      pending = read_pending_global(g, *sync_, topology_change_, *intra_mpi_);
     }
   }
   {
@@ -679,11 +844,10 @@ Trainer::Resumed Trainer::load_checkpoint(const std::string& path) {
         k.read_int("wan/dc_bytes"), k.has("wan/sent_bytes") ? k.read_int("wan/sent_bytes") : 0,
         k.read_int("wan/messages"), k.read_double("wan/link_s"), k.read_double("wan/wall_s")});
     if (sync_) {
-      const H5Reader g(path + "/" + kGlobalFile, &manifest_entry(m, path, kGlobalFile).datasets);
-      read_sync(g, k, *sync_, wan_->counters(), topology_change_);
+      read_sync_rank(k, *sync_, wan_->counters(), pending);
       // Everything the link carried landed, but a pending sync's bytes.
-      const std::optional<PendingSync> pending = sync_->settle();
-      landed_dc_bytes_ = wan_->dc_bytes() - (pending ? pending->round.dc_bytes : 0);
+      const std::optional<PendingSync> in_flight = sync_->settle();
+      landed_dc_bytes_ = wan_->dc_bytes() - (in_flight ? in_flight->round.dc_bytes : 0);
     }
   }
   return r;
@@ -716,6 +880,8 @@ void Trainer::load_rank_own_state(const H5Reader& k, const std::string& file) {
 
 std::optional<Trainer::Resumed> Trainer::resume(const std::string& request) {
   if (request.empty()) return std::nullopt;
+  const Watch io("a resume's read of a checkpoint (every rank waits for the slowest reader)",
+                 WatchBound{config_.ckpt.timeout_s, "ckpt.timeout_s"});
   const MPI_Comm world = world_comm_->handle();
   const std::vector<std::string> candidates = resume_candidates(request);
   int64_t damaged = static_cast<int64_t>(rejected_checkpoints_.size());
@@ -736,22 +902,30 @@ std::optional<Trainer::Resumed> Trainer::resume(const std::string& request) {
   for (const std::string& path : candidates) {
     std::string message;
     bool mismatch = false;
+    bool checked = true;
     try {
-      check_resumable(path);
+      restoring(path, [&] { check_resumable(path); });
     } catch (const ResumeMismatch& e) {
       message = e.what();
       mismatch = true;
-    } catch (const CheckpointError&) {
-      // Damaged: found again, with the rank's own files, by the load below.
+    } catch (const CheckpointError& e) {
+      // Damaged where only the check reads (the config, the model table): loading it would skip
+      // the check.
+      message = e.what();
+      checked = false;
     }
     if (!all_succeeded(world, !mismatch, message)) throw ResumeMismatch(message);
+    // Every rank loads, or none: the load has collectives.
+    const bool loadable = all_succeeded(world, checked, message);
     std::optional<Resumed> loaded;
-    try {
-      loaded = load_checkpoint(path);
-    } catch (const CheckpointError& e) {
-      message = e.what();
+    if (loadable) {
+      try {
+        loaded = restoring(path, [&] { return load_checkpoint(path); });
+      } catch (const CheckpointError& e) {
+        message = e.what();
+      }
     }
-    if (all_succeeded(world, loaded.has_value(), message)) {
+    if (loadable && all_succeeded(world, loaded.has_value(), message)) {
       resumed_from_ = path;
       if (topo_.world_rank == 0) {
         log::info("resumed from {} at step {}, round {}, next round of {} steps", path, step_,
@@ -794,8 +968,7 @@ void Trainer::open_run_directory(const std::optional<Resumed>& resumed) {
       resumed && fs::exists(run_path) &&
       fs::equivalent(fs::path(resumed->path).parent_path().parent_path(), run_path);
   if (in_place) {
-    run_dir_.emplace(
-        RunDirectory::reopen(run_path.string(), resumed->metrics_bytes, resumed->syncs_bytes));
+    run_dir_.emplace(RunDirectory::reopen(run_path.string(), resumed->logs, step_));
     // Checkpoints from later steps belong to the abandoned continuation: kept, out of the way.
     for (const CheckpointInfo& c : list_checkpoints(checkpoint_dir())) {
       if (c.step > step_) {
@@ -824,6 +997,7 @@ void Trainer::open_run_directory(const std::optional<Resumed>& resumed) {
   if (const auto job = slurm_job_from_env()) segment.add("slurm", job->json());
   run_dir_->append_segment(segment);
   log::info("run directory: {}", run_dir_->path());
+  log_checkpoint_estimate();
 }
 
 }  // namespace autoloco

@@ -14,6 +14,17 @@
 namespace autoloco {
 namespace fs = std::filesystem;
 
+void fsync_file(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw Error(fmt::format("cannot open '{}': {}", path, std::strerror(errno)));
+  if (::fsync(fd) != 0) {
+    const int saved = errno;
+    ::close(fd);
+    throw Error(fmt::format("cannot flush '{}' to the disk: {}", path, std::strerror(saved)));
+  }
+  ::close(fd);
+}
+
 void fsync_directory(const std::string& dir) {
   const int fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY);
   if (fd < 0) throw Error(fmt::format("cannot open directory '{}': {}", dir, std::strerror(errno)));

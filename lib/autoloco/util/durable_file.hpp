@@ -10,6 +10,9 @@ namespace autoloco {
 // Replaces `path` with `text` atomically and durably. Throws Error naming the file.
 void write_file_durable(const std::string& path, const std::string& text);
 
+// Flushes a file's data to the disk (fsync). Throws Error naming the file.
+void fsync_file(const std::string& path);
+
 // Flushes a directory's entries (after a create, rename or remove inside it).
 void fsync_directory(const std::string& dir);
 

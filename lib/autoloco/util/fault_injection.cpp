@@ -24,8 +24,9 @@ std::vector<std::string> split(const std::string& text, char by) {
 
 [[noreturn]] void bad(const std::string& entry, const std::string& why) {
   throw ConfigError(fmt::format(
-      "{}: '{}': {}. Write e.g. stop:rank=1:step=6, kill:rank=1:step=6, late:dc=1:seconds=2, "
-      "ckpt-fail:step=10 (comma-separated; test-only, docs/faults.md)",
+      "{}: '{}': {}. Write e.g. stop:rank=1:step=6, kill:rank=1:step=6, error:rank=1:step=6, "
+      "late:dc=1:seconds=2, ckpt-fail:step=10, ckpt-slow:step=10:seconds=5 (comma-separated; "
+      "test-only, docs/faults.md)",
       kVariable, entry, why));
 }
 
@@ -50,11 +51,17 @@ Fault parse_one(const std::string& entry) {
     f.kind = Fault::Kind::kill;
   } else if (kind == "late") {
     f.kind = Fault::Kind::late;
+  } else if (kind == "error") {
+    f.kind = Fault::Kind::error;
   } else if (kind == "ckpt-fail") {
     f.kind = Fault::Kind::ckpt_fail;
     f.rank = 0;
+  } else if (kind == "ckpt-slow") {
+    f.kind = Fault::Kind::ckpt_slow;
+    f.rank = 0;
   } else {
-    bad(entry, fmt::format("unknown kind '{}' (stop, kill, late or ckpt-fail)", kind));
+    bad(entry,
+        fmt::format("unknown kind '{}' (stop, kill, error, late, ckpt-fail or ckpt-slow)", kind));
   }
   for (size_t i = 1; i < parts.size(); ++i) {
     const auto eq = parts[i].find('=');
@@ -75,12 +82,17 @@ Fault parse_one(const std::string& entry) {
       bad(entry, fmt::format("unknown field '{}'", key));
     }
   }
-  const bool at_step = f.kind == Fault::Kind::stop || f.kind == Fault::Kind::kill;
-  if (at_step && (f.rank < 0 || f.step < 0)) bad(entry, "stop and kill need rank= and step=");
+  const bool at_step =
+      f.kind == Fault::Kind::stop || f.kind == Fault::Kind::kill || f.kind == Fault::Kind::error;
+  if (at_step && (f.rank < 0 || f.step < 0))
+    bad(entry, "stop, kill and error need rank= and step=");
   if (f.kind == Fault::Kind::late && (f.dc < 0 || f.seconds <= 0)) {
     bad(entry, "late needs dc= and seconds= (> 0)");
   }
   if (f.kind == Fault::Kind::ckpt_fail && f.step < 0) bad(entry, "ckpt-fail needs step=");
+  if (f.kind == Fault::Kind::ckpt_slow && (f.step < 0 || f.seconds <= 0)) {
+    bad(entry, "ckpt-slow needs step= and seconds= (> 0)");
+  }
   return f;
 }
 
@@ -124,6 +136,23 @@ double FaultPlan::late_seconds(int dc, int64_t round) const {
     }
   }
   return late;
+}
+
+void FaultPlan::in_step(int64_t step, int rank) const {
+  for (const Fault& f : faults_) {
+    if (f.kind == Fault::Kind::error && f.step == step && f.rank == rank) {
+      throw Error(
+          fmt::format("an error injected by {} in step {} on the main thread", kVariable, step));
+    }
+  }
+}
+
+double FaultPlan::slow_checkpoint_s(int64_t step, int rank) const {
+  double slow = 0.0;
+  for (const Fault& f : faults_) {
+    if (f.kind == Fault::Kind::ckpt_slow && f.step == step && f.rank == rank) slow += f.seconds;
+  }
+  return slow;
 }
 
 bool FaultPlan::fails_checkpoint(int64_t step, int rank) const {

@@ -1,12 +1,12 @@
 // MPI call checking: a failing MPI call becomes a CommError naming the call and its site, and
-// every call is watched (comm/watchdog.hpp), so that a call that never returns ends the job.
+// every call is watched (util/watchdog.hpp), so that a call that never returns ends the job.
 #pragma once
 
 #include <mpi.h>
 
 #include <string>
 
-#include "autoloco/comm/watchdog.hpp"
+#include "autoloco/util/watchdog.hpp"
 
 namespace autoloco {
 

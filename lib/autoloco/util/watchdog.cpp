@@ -1,4 +1,4 @@
-#include "autoloco/comm/watchdog.hpp"
+#include "autoloco/util/watchdog.hpp"
 
 #include <fmt/format.h>
 
@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <utility>
 
 #include "autoloco/util/log.hpp"
 
@@ -19,11 +20,14 @@ std::atomic<bool> g_running{false};
 }  // namespace
 
 struct Watchdog::Slot {
+  struct Open {
+    const char* what;
+    double bound_s;  // <= 0: the watchdog's timeout
+    const char* key;
+  };
   std::mutex mutex;
-  int depth = 0;
-  Clock::time_point since;
-  const char* what = nullptr;   // the outermost watch
-  const char* inner = nullptr;  // the latest nested one
+  std::vector<Open> open;   // the open watches, outermost first
+  Clock::time_point since;  // when the outermost opened
   std::string detail;
   int64_t round = -1;
   int64_t step = -1;
@@ -55,33 +59,33 @@ void set_watch_thread_name(const char* name) {
   s.thread = name;
 }
 
-Watch::Watch(const char* what) : active_(g_running.load(std::memory_order_relaxed)) {
+Watch::Watch(const char* what) : Watch(what, WatchBound{0.0, nullptr}) {}
+
+Watch::Watch(const char* what, WatchBound bound)
+    : active_(g_running.load(std::memory_order_relaxed)) {
   if (!active_) return;
   Watchdog::Slot& s = Watchdog::this_thread();
   std::lock_guard<std::mutex> lock(s.mutex);
-  if (s.depth == 0) {
+  if (s.open.empty()) {
     s.since = Watchdog::Clock::now();
-    s.what = what;
-    s.inner = nullptr;
     s.detail.clear();
-  } else {
-    s.inner = what;
   }
-  ++s.depth;
+  s.open.push_back(Watchdog::Slot::Open{what, bound.seconds, bound.key});
 }
 
 Watch::~Watch() {
   if (!active_) return;
   Watchdog::Slot& s = Watchdog::this_thread();
   std::lock_guard<std::mutex> lock(s.mutex);
-  --s.depth;
+  // Watches end in the reverse order of their making: this one is the last open.
+  if (!s.open.empty()) s.open.pop_back();
 }
 
 void set_watch_detail(std::string text) {
   if (!g_running.load(std::memory_order_relaxed)) return;
   Watchdog::Slot& s = Watchdog::this_thread();
   std::lock_guard<std::mutex> lock(s.mutex);
-  if (s.depth > 0) s.detail = std::move(text);
+  if (!s.open.empty()) s.detail = std::move(text);
 }
 
 Watchdog& Watchdog::instance() {
@@ -123,19 +127,32 @@ double Watchdog::timeout_s() const {
 
 namespace {
 
-std::string describe(const char* what, const char* inner, const std::string& detail, int64_t round,
-                     int64_t step, const char* thread, double waited, double timeout) {
+// The bound of a slot's wait: the largest of its open watches' (the timeout for those without
+// one), and the key that sets it.
+std::pair<double, const char*> bound_of(const Watchdog::Slot& s, double timeout_s) {
+  std::pair<double, const char*> bound{timeout_s, "comm.timeout_s"};
+  for (const Watchdog::Slot::Open& o : s.open) {
+    if (o.bound_s > bound.first) bound = {o.bound_s, o.key};
+  }
+  return bound;
+}
+
+std::string describe(const Watchdog::Slot& s, double waited, std::pair<double, const char*> bound) {
   std::string where;
-  if (round >= 0) where += fmt::format(" of round {}", round);
-  if (step >= 0) where += fmt::format(" at step {}", step);
-  std::string on = detail;
-  if (inner != nullptr) on += fmt::format("{}in {}", on.empty() ? "" : "; ", inner);
+  if (s.round >= 0) where += fmt::format(" of round {}", s.round);
+  if (s.step >= 0) where += fmt::format(" at step {}", s.step);
+  std::string on = s.detail;
+  if (s.open.size() > 1) on += fmt::format("{}in {}", on.empty() ? "" : "; ", s.open.back().what);
+  const std::string key = bound.second;
+  const std::string hint = key == "comm.timeout_s"
+                               ? "if the wait was legitimate (a slower link), raise comm.timeout_s"
+                               : "if the wait was legitimate (slow storage), raise " + key;
   return fmt::format(
-      "{}{} has waited {:.1f} s, past comm.timeout_s = {:g} ({}{}on the {}). A rank it waits for "
-      "is stopped, dead or cut off: ending the job. Resume from the last checkpoint with "
-      "--resume auto; if the wait was legitimate (a slow checkpoint write, a slower link), raise "
-      "comm.timeout_s",
-      what, where, waited, timeout, on, on.empty() ? "" : "; ", thread);
+      "{}{} has waited {:.1f} s, past {} = {:g} ({}{}on the {}). A rank it waits for is "
+      "stopped, dead or cut off: ending the job. Resume from the last checkpoint with --resume "
+      "auto; {}",
+      s.open.front().what, where, waited, key, bound.first, on, on.empty() ? "" : "; ", s.thread,
+      hint);
 }
 
 }  // namespace
@@ -143,7 +160,6 @@ std::string describe(const char* what, const char* inner, const std::string& det
 std::optional<std::string> Watchdog::check(Clock::time_point now) {
   std::unique_lock<std::mutex> lock(mutex_);
   if (fired_ || timeout_s_ <= 0) return std::nullopt;
-  const auto timeout = std::chrono::duration<double>(timeout_s_);
   std::optional<std::string> message;
   slots_.erase(std::remove_if(slots_.begin(), slots_.end(),
                               [](const std::weak_ptr<Slot>& w) { return w.expired(); }),
@@ -152,10 +168,11 @@ std::optional<std::string> Watchdog::check(Clock::time_point now) {
     const std::shared_ptr<Slot> s = weak.lock();
     if (!s) continue;
     std::lock_guard<std::mutex> slot_lock(s->mutex);
-    if (s->depth == 0 || now - s->since <= timeout) continue;
+    if (s->open.empty()) continue;
+    const auto bound = bound_of(*s, timeout_s_);
     const double waited = std::chrono::duration<double>(now - s->since).count();
-    message =
-        describe(s->what, s->inner, s->detail, s->round, s->step, s->thread, waited, timeout_s_);
+    if (waited <= bound.first) continue;
+    message = describe(*s, waited, bound);
     break;
   }
   if (!message) return std::nullopt;

@@ -1,12 +1,13 @@
-// The watchdog on every collective (comm.timeout_s, docs/faults.md). Open MPI 4.1 cannot go on
-// without a lost rank, and a stopped or cut-off rank leaves its peers waiting in their next
-// collective for as long as the allocation lasts. So each wait is watched: a thread that waits
-// in a collective holds a Watch (AUTOLOCO_MPI holds one around every MPI call, and the trainer
-// names the larger operations), and a thread of the watchdog's own checks the watched threads
-// every timeout / 16 (at least every second). A wait past the timeout gets one message naming what
-// waited, for how long, at which round and step, and on whom, and the expiry handler ends the job
-// (MPI_Abort in autoloco-train). Watches cost a lock of an uncontended mutex; with no watchdog
-// running they cost nothing.
+// The watchdog on every collective (comm.timeout_s, docs/faults.md), in util/ beside the MPI
+// checks that hold a Watch around every call (util/mpi_check.hpp), below the comm layer.
+// Open MPI 4.1 cannot go on without a lost rank, and a stopped or cut-off rank leaves its peers
+// waiting in their next collective for as long as the allocation lasts. So each wait is
+// watched: a thread that waits in a collective holds a Watch (AUTOLOCO_MPI holds one around
+// every MPI call, and the trainer names the larger operations), and a thread of the watchdog's
+// own checks the watched threads every timeout / 16 (at least every second). A wait past its
+// bound gets one message naming what waited, for how long, at which round and step, and on
+// whom, and the expiry handler ends the job (MPI_Abort in autoloco-train). Watches cost a lock
+// of an uncontended mutex; with no watchdog running they cost nothing.
 #pragma once
 
 #include <mpi.h>
@@ -35,12 +36,22 @@ void set_watch_thread_name(const char* name);
 // ends; ignored outside watches.
 void set_watch_detail(std::string text);
 
+// A bound of a watch's own in place of the watchdog's timeout, for waits that legitimately take
+// longer than any collective should (a checkpoint's write or a resume's read): its seconds and
+// the config key that sets them, which the message names.
+struct WatchBound {
+  double seconds = 0.0;
+  const char* key = "comm.timeout_s";
+};
+
 // The calling thread waits in `what` (a string literal) until the Watch is destroyed. Watches
-// nest: the timer runs from the outermost, whose `what` the message names; the innermost names
-// the call it is in.
+// nest: the timer runs from the outermost, whose `what` the message names; the innermost still
+// open names the call it is in. A wait is over its bound when it has run past the largest bound
+// of its open watches (the watchdog's timeout for those without one of their own).
 class Watch {
  public:
   explicit Watch(const char* what);
+  Watch(const char* what, WatchBound bound);
   ~Watch();
   Watch(const Watch&) = delete;
   Watch& operator=(const Watch&) = delete;
