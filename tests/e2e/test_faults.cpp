@@ -1,6 +1,7 @@
 // Faults injected into real jobs under mpiexec (AUTOLOCO_FAULT, util/fault_injection.hpp;
 // docs/faults.md): a stopped rank, a dc late past the timeout, a killed rank, a dc late within
-// it, and a failed checkpoint write. Each job either ends on its own (every rank gone, mpiexec
+// it, a failed checkpoint write, a slow one, and an error on the main thread with a sync in
+// flight. Each job either ends on its own (every rank gone, mpiexec
 // non-zero, the last complete checkpoint verifying) or is unchanged by the fault.
 #include <catch2/catch.hpp>
 
@@ -188,4 +189,58 @@ TEST_CASE("e2e: a timeout shorter than one sync's link time is refused before an
   CHECK(contains(log, "config key comm.timeout_s = 5 s is shorter than the"));
   CHECK(contains(log, "wan.bandwidth_gbps = 1e-05"));
   CHECK_FALSE(fs::exists(dir + "/runs/slow/metrics.jsonl"));
+}
+
+TEST_CASE(
+    "e2e: an error on the main thread with a sync in flight ends the job at once, "
+    "without a watchdog",
+    "[e2e][faults]") {
+  const autoloco::test::TempDir tmp("e2e-fault-error");
+  const std::string dir = tmp.str();
+  autoloco::test::write_tiny_corpus(dir + "/data");
+  // Round 1's sync (steps 1-4) is on the communication thread until step 6, and dc 1 starts
+  // its part 600 s late, so rank 1's thread waits in the ring with its receive and send posted.
+  // Rank 1 fails in step 5 with the step's stop agreement in flight, while its dc partner waits
+  // for it in the gradient all-reduce. comm.timeout_s 0: nothing but the error itself may end
+  // the job; the outer `timeout` only tells a hang (or a wait for the late dc) from an end.
+  const int rc = run_command(fault_job(
+      dir, "failing",
+      "AUTOLOCO_FAULT=error:rank=1:step=5,late:dc=1:seconds=600:round=1 timeout -s KILL 120",
+      "--set outer.overlap_steps=2 --set comm.timeout_s=0 --set ckpt.every_steps=0"));
+  const std::string log = read_text(dir + "/failing.log");
+  INFO(log);
+  CHECK(rc == 1);
+  CHECK(contains(log, "[rank 1] error: an error injected by AUTOLOCO_FAULT in step 5"));
+  // Under the asan preset: no use of freed memory by posted requests, no leak report.
+  CHECK_FALSE(contains(log, "AddressSanitizer"));
+  CHECK_FALSE(contains(log, "LeakSanitizer"));
+  CHECK(survivors(dir) == 0);
+}
+
+TEST_CASE("e2e: a checkpoint write slower than comm.timeout_s is bounded by ckpt.timeout_s",
+          "[e2e][faults]") {
+  const autoloco::test::TempDir tmp("e2e-fault-ckpt-slow");
+  const std::string dir = tmp.str();
+  autoloco::test::write_tiny_corpus(dir + "/data");
+  // World rank 0 takes 4 s longer over its files of step 4; the others wait for it in the
+  // checkpoint's agreement, twice comm.timeout_s.
+  const std::string slow = "AUTOLOCO_FAULT=ckpt-slow:step=4:seconds=4";
+  REQUIRE(run_command(fault_job(dir, "patient", slow, "--set comm.timeout_s=2")) == 0);
+  const std::string log = read_text(dir + "/patient.log");
+  INFO(log);
+  CHECK(contains(log, "checkpoints: world rank 0 writes"));
+  CHECK(contains(log, "ckpt.timeout_s 3600"));
+  check_last_checkpoint(dir, "patient", 12);
+  CHECK(autoloco::verify_checkpoint(dir + "/runs/patient/checkpoints/step_4").empty());
+
+  // With a bound shorter than the write, the watchdog ends the job and names the key.
+  const int rc =
+      run_command(fault_job(dir, "bounded", slow, "--set comm.timeout_s=2 --set ckpt.timeout_s=3"));
+  const std::string bounded = read_text(dir + "/bounded.log");
+  INFO(bounded);
+  CHECK(rc == 124);
+  CHECK(contains(bounded, "a checkpoint's write (every rank waits for the slowest writer)"));
+  CHECK(contains(bounded, "past ckpt.timeout_s = 3"));
+  CHECK(survivors(dir) == 0);
+  CHECK_FALSE(fs::exists(dir + "/runs/bounded/checkpoints/step_4"));
 }

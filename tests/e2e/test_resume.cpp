@@ -22,6 +22,7 @@
 
 using autoloco::test::count_lines;
 using autoloco::test::json_number;
+using autoloco::test::read_lines;
 using autoloco::test::read_text;
 namespace fs = std::filesystem;
 
@@ -41,6 +42,16 @@ std::string train_command(const std::string& dir, const std::string& name, int64
          " --set run.steps=" + std::to_string(steps) + " " + extra;
 }
 
+// Every line is one whole JSON object (a cut never leaves half a line).
+void check_whole_lines(const std::string& path) {
+  for (const std::string& line : read_lines(path)) {
+    INFO(path << ": " << line);
+    REQUIRE(!line.empty());
+    CHECK(line.front() == '{');
+    CHECK(line.back() == '}');
+  }
+}
+
 // Waits until `predicate` holds, for at most `seconds`.
 template <class F>
 bool wait_for(F predicate, int seconds) {
@@ -51,8 +62,8 @@ bool wait_for(F predicate, int seconds) {
   return predicate();
 }
 
-// The pids of the autoloco-train processes that mpiexec `launcher` started.
-std::vector<int> rank_pids(int launcher) {
+// The pids of the processes named `comm` (any, when empty) whose parent is `parent`.
+std::vector<int> child_pids(int parent, const std::string& comm) {
   std::vector<int> pids;
   for (const auto& entry : fs::directory_iterator("/proc")) {
     const std::string name = entry.path().filename().string();
@@ -60,14 +71,25 @@ std::vector<int> rank_pids(int launcher) {
     const std::string stat = read_text(entry.path().string() + "/stat");
     // pid (comm) state ppid ...
     const auto close = stat.rfind(')');
-    if (close == std::string::npos || stat.find("(autoloco-train)") == std::string::npos) continue;
+    if (close == std::string::npos) continue;
+    if (!comm.empty() && stat.find("(" + comm + ")") == std::string::npos) continue;
     int ppid = 0;
     char state = 0;
-    if (std::sscanf(stat.c_str() + close + 1, " %c %d", &state, &ppid) == 2 && ppid == launcher) {
+    if (std::sscanf(stat.c_str() + close + 1, " %c %d", &state, &ppid) == 2 && ppid == parent) {
       pids.push_back(std::stoi(name));
     }
   }
   return pids;
+}
+
+// The ranks of the job whose subshell is `subshell`: its child is the launcher, the ranks are
+// the launcher's children. Only this job's: other tests' jobs may run beside it.
+std::vector<int> rank_pids(int subshell) {
+  for (const int launcher : child_pids(subshell, "")) {
+    std::vector<int> ranks = child_pids(launcher, "autoloco-train");
+    if (!ranks.empty()) return ranks;
+  }
+  return {};
 }
 
 }  // namespace
@@ -86,16 +108,12 @@ TEST_CASE("e2e: SIGTERM to one rank under mpiexec saves a checkpoint and every r
   REQUIRE(std::system(wrapper.c_str()) == 0);
   REQUIRE(wait_for([&] { return count_lines(run + "/metrics.jsonl") >= 3; }, 120));
   // The subshell's child is mpiexec; the ranks are mpiexec's children.
+  const int subshell = std::stoi(read_text(dir + "/pid"));
   std::vector<int> ranks;
   REQUIRE(wait_for(
       [&] {
-        for (const auto& entry : fs::directory_iterator("/proc")) {
-          const std::string name = entry.path().filename().string();
-          if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-          ranks = rank_pids(std::stoi(name));
-          if (ranks.size() == 2) return true;
-        }
-        return false;
+        ranks = rank_pids(subshell);
+        return ranks.size() == 2;
       },
       30));
   REQUIRE(::kill(ranks[1], SIGTERM) == 0);
@@ -224,4 +242,46 @@ TEST_CASE("e2e: resume auto passes over checkpoints whose CRCs are right but who
   CHECK(fs::exists(ckpts + "rejected-" + autoloco::checkpoint_name(10)));
   CHECK(fs::exists(ckpts + "rejected-" + autoloco::checkpoint_name(8)));
   CHECK(json_number(read_text(dir + "/runs/crafted/summary.json"), "steps") == 12);
+}
+
+TEST_CASE(
+    "e2e: logs shorter than the checkpoint recorded resume with a warning, longer ones "
+    "are cut back",
+    "[e2e][resume]") {
+  const autoloco::test::TempDir tmp("e2e-short-logs");
+  const std::string dir = tmp.str();
+  autoloco::test::write_tiny_corpus(dir + "/data");
+  const std::string every = "--set ckpt.every_steps=20";
+  const std::string log = dir + "/run.log";
+  REQUIRE(std::system((train_command(dir, "run", 40, every) + " > " + log + " 2>&1").c_str()) == 0);
+  const std::string run = dir + "/runs/run";
+  const size_t lines = read_lines(run + "/metrics.jsonl").size();
+  // As after a node crash: the newest checkpoint never reached the disk.
+  fs::remove_all(run + "/checkpoints/step_40");
+  const std::string resume =
+      train_command(dir, "run", 40, every + " --resume auto") + " >> " + log + " 2>&1";
+
+  SECTION("shorter: the crash also lost the tail of metrics.jsonl, mid-line") {
+    REQUIRE(fs::file_size(run + "/metrics.jsonl") > 300);
+    fs::resize_file(run + "/metrics.jsonl", 300);
+    REQUIRE(std::system(resume.c_str()) == 0);
+    const std::string text = read_text(log);
+    INFO(text);
+    CHECK(text.find("metrics.jsonl came back with 300 of the") != std::string::npos);
+    CHECK(text.find("that the checkpoint of step 20 recorded") != std::string::npos);
+    CHECK(text.find("its lines after step ") != std::string::npos);
+    CHECK(text.find("the resumed run appends from step 20 on") != std::string::npos);
+    check_whole_lines(run + "/metrics.jsonl");
+    const auto now = read_lines(run + "/metrics.jsonl");
+    CHECK(now.size() < lines);
+    CHECK(now.back().find("\"step\":40") != std::string::npos);
+    check_whole_lines(run + "/syncs.jsonl");
+  }
+  SECTION("longer: the lines past the checkpoint are cut back and written again") {
+    REQUIRE(std::system(resume.c_str()) == 0);
+    INFO(read_text(log));
+    CHECK(read_text(log).find("came back with") == std::string::npos);
+    check_whole_lines(run + "/metrics.jsonl");
+    CHECK(read_lines(run + "/metrics.jsonl").size() == lines);
+  }
 }

@@ -430,9 +430,8 @@ int64_t Trainer::checkpoint_bytes_rank0() const {
   int64_t bytes = 0;
   if (sync_) {
     bytes += numel * kFloat;  // the anchor
-    for (const auto& [name, tensor] : sync_->outer().optimizer_state()) {
-      if (tensor.defined()) bytes += tensor.numel() * kFloat;
-    }
+    // Each state is |θ| once it exists (momentum is made by the first outer step).
+    bytes += numel * kFloat * static_cast<int64_t>(sync_->outer().optimizer_state().size());
     if (config_.outer.error_feedback) bytes += numel * kFloat;  // the residual
   }
   for (const ModelInstance& inst : instances_) {
