@@ -122,11 +122,17 @@ std::string RunDirectory::set_aside_files(const std::string& path) {
 LogSizes RunDirectory::durable_sizes() {
   const std::string metrics = path_ + "/metrics.jsonl";
   const std::string syncs = path_ + "/syncs.jsonl";
+  // A CheckpointError: the checkpoint that asked fails cleanly on every rank.
   if (!metrics_.flush() || !syncs_.flush()) {
-    throw Error(fmt::format("cannot write the logs of '{}'; check free disk space", path_));
+    throw CheckpointError(
+        fmt::format("cannot write the logs of '{}'; check free disk space", path_));
   }
-  fsync_file(metrics);
-  fsync_file(syncs);
+  try {
+    fsync_file(metrics);
+    fsync_file(syncs);
+  } catch (const Error& e) {
+    throw CheckpointError(e.what());
+  }
   return LogSizes{static_cast<int64_t>(fs::file_size(metrics)),
                   static_cast<int64_t>(fs::file_size(syncs))};
 }
