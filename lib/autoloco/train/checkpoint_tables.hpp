@@ -1,0 +1,50 @@
+// What the Trainer's checkpoint writer, its loader and its resume share (trainer_checkpoint.cpp,
+// trainer_load.cpp, trainer_resume.cpp): the model's identity and each instance's dataset prefix,
+// spelled alike on both sides, and two reads of a checkpoint that the check and the load make.
+#pragma once
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <cstdint>
+#include <string>
+#include <utility>
+
+#include "autoloco/ckpt/h5_file.hpp"
+#include "autoloco/ckpt/manifest.hpp"
+#include "autoloco/optim/flat_params.hpp"
+#include "autoloco/util/error.hpp"
+
+namespace autoloco {
+
+// One line per parameter: "name shape offset", the model's identity in a checkpoint.
+inline std::string param_table(const FlatParams& params) {
+  std::string out;
+  for (const ParamSlice& s : params.slices()) {
+    out += fmt::format("{} [{}] {}\n", s.name, fmt::join(s.shape, ","), s.offset);
+  }
+  return out;
+}
+
+// Datasets of model instance `id` (batch.instances > 1): instance 0 keeps the names of a run
+// without instances.
+inline std::string instance_prefix(int id) {
+  return id == 0 ? std::string() : fmt::format("instance_{}/", id);
+}
+
+inline const ManifestFile& manifest_entry(const Manifest& m, const std::string& path,
+                                          const std::string& name) {
+  const ManifestFile* f = m.find(name);
+  if (!f) {
+    throw CheckpointError(fmt::format("'{}': the manifest lists no file {}", path, name));
+  }
+  return *f;
+}
+
+// The progress clock's base (step, tokens) at the last topology change; none before one.
+inline std::pair<int64_t, int64_t> progress_base(const H5Reader& g) {
+  if (!g.has("counters/progress_base_step")) return {0, 0};
+  return {g.read_int("counters/progress_base_step"), g.read_int("counters/progress_base_tokens")};
+}
+
+}  // namespace autoloco
