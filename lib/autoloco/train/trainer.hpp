@@ -186,7 +186,8 @@ class Trainer {
   // After this round: the two instances to merge (indices), if a merge is due.
   std::optional<std::pair<size_t, size_t>> due_merge() const;
   void merge_two_instances(size_t into, size_t from);
-  // trainer_checkpoint.cpp
+  // Checkpoints: trainer_checkpoint.cpp (the write), trainer_load.cpp (the load of one),
+  // trainer_resume.cpp (which one, the checks, the fallback, the run directory)
   void open_run_directory(const std::optional<Resumed>& resumed);
   std::optional<Resumed> resume(const std::string& request);
   std::vector<std::string> resume_candidates(const std::string& request);
