@@ -1,6 +1,7 @@
 // H5Writer (h5_file.hpp): checkpoint files written dataset by dataset, each dataset's CRC-32
 // recorded for the manifest, the file flushed to the disk when closed.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <hdf5.h>
 
 #include <cstdint>
