@@ -4,7 +4,8 @@
 # "none" installs the packages only; "apps" builds only the executables (not the tests).
 # Packages are installed only when missing; as root or through sudo. Nothing outside the
 # system package manager is fetched, except the pinned tensorboard from PyPI into the venv
-# .venv-tools/ (scripts/tensorboard.py; AUTOLOCO_TOOLS_VENV=0 skips it).
+# .venv-tools/ (scripts/tensorboard.py; AUTOLOCO_TOOLS_VENV=0 skips it), and the Hugging Face
+# venv of scripts/hf-env.sh (torch, transformers, ...; AUTOLOCO_HF_VENV=0 skips it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 preset=${1:-release}
@@ -75,6 +76,22 @@ sys.exit(tensorboard.__version__ != '$tensorboard_pin')" 2>/dev/null; then
     echo "setup: warning: could not install tensorboard into $tools; scripts/tensorboard.py" \
       "needs it (rerun scripts/setup.sh none)" >&2
   fi
+fi
+
+# The Python environment of the Hugging Face checks (scripts/hf-env.sh: the torch 2.11 venv of
+# scripts/torch-cuda.sh, about 760 MB to download once and shared by every clone, plus pinned
+# transformers, safetensors and tokenizers from PyPI), which e2e tests and autoloco-prepare
+# --tokenizer hf need. Installed when the tests are built (a PRESET other than none, without
+# "apps") or with AUTOLOCO_HF_VENV=1; AUTOLOCO_HF_VENV=0 skips it. Without PyPI only a warning:
+# the tests that need it then fail, saying to run scripts/hf-env.sh.
+hf_venv=${AUTOLOCO_HF_VENV:-}
+if [[ -z "$hf_venv" ]]; then
+  hf_venv=1
+  [[ "$preset" == none || "${2:-}" == apps ]] && hf_venv=0
+fi
+if [[ "$hf_venv" != 0 ]] && ! scripts/hf-env.sh >/dev/null; then
+  echo "setup: warning: scripts/hf-env.sh failed (see above); the Hugging Face tests and" \
+    "autoloco-prepare --tokenizer hf need it (rerun scripts/hf-env.sh)" >&2
 fi
 
 [[ "$preset" == none ]] && exit 0
