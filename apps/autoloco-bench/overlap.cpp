@@ -90,7 +90,7 @@ int overlap(const Args& args) {
   JsonObject out;
   out.add("benchmark", "overlap")
       .add("libtorch", TORCH_VERSION)
-      .add("model", model_json(c.model, parameter_count(trainer.model())))
+      .add("model", model_json(c.model, parameter_count(*trainer.model())))
       .add("batch_size", c.data.batch_size)
       .add("threads", int64_t{torch::get_num_threads()})
       .add("steps", args.steps)

@@ -14,7 +14,8 @@
 #include "autoloco/config/config.hpp"
 #include "autoloco/data/shard.hpp"
 #include "autoloco/data/stream.hpp"
-#include "autoloco/model/gpt.hpp"
+#include "autoloco/model/decoder.hpp"
+#include "autoloco/model/model_specs.hpp"
 #include "autoloco/optim/flat_params.hpp"
 #include "autoloco/optim/lr_schedule.hpp"
 #include "autoloco/train/trainer.hpp"
@@ -39,7 +40,7 @@ class PlainLoop {
  public:
   PlainLoop(const Config& c, const TokenDataset& data)
       : config_(c),
-        model_(c.model),
+        model_(make_decoder(c.model)),
         stream_(data, c.model.seq_len, c.data.batch_size, 7, 0, 0, {}),
         optimizer_(param_groups(), torch::optim::AdamWOptions(c.inner.lr)
                                        .betas({c.inner.betas[0], c.inner.betas[1]})
@@ -88,7 +89,7 @@ class PlainLoop {
   }
 
   Config config_;
-  GPT model_;
+  Decoder model_;
   BatchStream stream_;
   torch::optim::AdamW optimizer_;
   int64_t step_ = 0;
@@ -98,8 +99,10 @@ class PlainLoop {
 
 JsonObject model_json(const ModelConfig& model, int64_t parameters) {
   JsonObject out;
-  out.add("n_layer", model.n_layer)
+  out.add("arch", model.arch)
+      .add("n_layer", model.n_layer)
       .add("n_head", model.n_head)
+      .add("n_kv_head", kv_heads(model))
       .add("d_model", model.d_model)
       .add("seq_len", model.seq_len)
       .add("vocab_size", model.vocab_size)
@@ -154,7 +157,7 @@ int throughput(const Args& args) {
   const double tokens = static_cast<double>(args.steps * trainer.tokens_per_step());
   const double trainer_tps = tokens / best_trainer;
   const double plain_tps = tokens / best_plain;
-  const JsonObject model = model_json(c.model, parameter_count(trainer.model()));
+  const JsonObject model = model_json(c.model, parameter_count(*trainer.model()));
   JsonObject out;
   out.add("benchmark", "throughput")
       .add("libtorch", TORCH_VERSION)

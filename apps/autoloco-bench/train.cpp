@@ -19,7 +19,8 @@
 
 #include "autoloco/comm/topology.hpp"
 #include "autoloco/config/config.hpp"
-#include "autoloco/model/gpt.hpp"
+#include "autoloco/model/decoder.hpp"
+#include "autoloco/model/model_specs.hpp"
 #include "autoloco/train/trainer.hpp"
 #include "autoloco/util/json.hpp"
 #include "autoloco/util/timer.hpp"
@@ -132,7 +133,7 @@ int train(const Args& args) {
     const auto& topo = trainer.topology();
     const double flops = flops_per_token(c.model);
     const double tokens_per_s = static_cast<double>(t.tokens) / wall_s;
-    const JsonObject model = model_json(c.model, parameter_count(trainer.model()));
+    const JsonObject model = model_json(c.model, parameter_count(*trainer.model()));
     out.add("benchmark", "train")
         .add("libtorch", TORCH_VERSION)
         .add("device", device.str())

@@ -24,7 +24,7 @@ constexpr const char* kUsage =
     "usage: autoloco-train CONFIG.yaml [--set section.key=value ...] [--resume auto|PATH]\n"
     "                      [--allow-topology-change] [--print-config]\n"
     "       autoloco-train --config-reference\n"
-    "Trains a GPT with the given config; every key and its default: docs/config.md.\n"
+    "Trains a decoder (GPT-2 or Llama) with the given config; every key and its default: docs/config.md.\n"
     "  --set K=V          override one config key (repeatable), e.g. --set run.steps=200\n"
     "  --resume auto      continue from the newest valid checkpoint of the run directory, or\n"
     "                     start the run when it has none (what a requeued job should pass)\n"

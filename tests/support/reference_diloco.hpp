@@ -31,7 +31,7 @@
 namespace autoloco::test {
 
 struct ReferenceDc {
-  GPT model{nullptr};
+  Decoder model{nullptr};
   std::unique_ptr<FlatParams> params;
   std::unique_ptr<FlatAdamW> adamw;
   std::vector<std::unique_ptr<BatchStream>> members;
@@ -71,7 +71,7 @@ inline ReferenceResult reference_diloco(const Config& config, int64_t steps, int
                                         ReferenceOuter outer = ReferenceOuter::written_out) {
   const TokenDataset data(config.data.train, config.model.vocab_size, "data.train");
   torch::manual_seed(static_cast<uint64_t>(config.run.seed));
-  GPT init(config.model);
+  Decoder init = make_decoder(config.model);
   FlatParams init_params(*init);
   const int64_t P = config.outer.fragments;
   const FragmentPlan plan =
@@ -82,7 +82,7 @@ inline ReferenceResult reference_diloco(const Config& config, int64_t steps, int
   torch::Tensor momentum = torch::zeros_like(anchor);
   std::vector<ReferenceDc> dcs(2);
   for (int d = 0; d < 2; ++d) {
-    dcs[d].model = GPT(config.model);
+    dcs[d].model = autoloco::make_decoder(config.model);
     dcs[d].params = std::make_unique<FlatParams>(*dcs[d].model);
     {
       torch::NoGradGuard no_grad;

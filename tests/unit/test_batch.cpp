@@ -230,14 +230,14 @@ struct TinyModel {
   test::TempDir dir{"batch"};
   Config config;
   std::unique_ptr<TokenDataset> data;
-  GPT model{nullptr};
+  Decoder model{nullptr};
   std::unique_ptr<FlatParams> params;
 
   TinyModel() {
     config = test::tiny_config(test::write_tiny_corpus(dir.file("data")), dir.str());
     data = std::make_unique<TokenDataset>(config.data.train, config.model.vocab_size, "data.train");
     torch::manual_seed(3);
-    model = GPT(config.model);
+    model = autoloco::make_decoder(config.model);
     params = std::make_unique<FlatParams>(*model);
   }
   BatchStream stream() const {

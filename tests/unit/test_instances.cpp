@@ -18,7 +18,7 @@ ModelInstance instance(const Config& c, int id, int64_t batch, float value, floa
                        int64_t steps) {
   ModelInstance inst;
   inst.id = id;
-  inst.model = GPT(c.model);
+  inst.model = autoloco::make_decoder(c.model);
   inst.params = std::make_unique<FlatParams>(*inst.model);
   {
     torch::NoGradGuard no_grad;

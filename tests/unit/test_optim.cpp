@@ -63,7 +63,7 @@ TEST_CASE("FlatParams lays out decayed parameters first, each once", "[optim]") 
   const auto c = small_config();
   auto model = seeded_model(c);
   FlatParams flat(*model);
-  CHECK(flat.numel() == autoloco::parameter_count(model));
+  CHECK(flat.numel() == autoloco::parameter_count(*model));
   CHECK(flat.values().dtype() == torch::kFloat);
   CHECK(flat.grads().numel() == flat.numel());
 

@@ -10,6 +10,7 @@
 #include <set>
 #include <sstream>
 
+#include "autoloco/config/model_presets.hpp"
 #include "autoloco/config/suggest.hpp"
 #include "autoloco/util/error.hpp"
 
@@ -270,6 +271,27 @@ void apply_override(YAML::Node& root, const std::string& assignment) {
   root[section][name] = value;
 }
 
+bool model_key_given(const YAML::Node& root, const char* key) {
+  const YAML::Node model = root["model"];
+  return model && model.IsMap() && model[key] && !model[key].IsNull();
+}
+
+// A preset is the starting point of the model keys: the Loader then overrides the keys given
+// beside it.
+void apply_preset_given(const YAML::Node& root, ModelConfig& model) {
+  if (!model_key_given(root, "preset")) return;
+  std::string name;
+  read_value(root["model"]["preset"], "model.preset", name);
+  if (!name.empty()) apply_model_preset(name, model);
+}
+
+// Llama unties its head, GPT-2 ties it: the default follows the architecture unless the key or
+// a preset said otherwise.
+void default_tie_by_arch(const YAML::Node& root, ModelConfig& model) {
+  if (model_key_given(root, "tie_embeddings") || !model.preset.empty()) return;
+  model.tie_embeddings = model.arch != "llama";
+}
+
 }  // namespace
 
 std::vector<std::string> config_keys() {
@@ -298,8 +320,10 @@ Config parse_config(const std::string& yaml_text, const std::vector<std::string>
   for (const auto& o : overrides)
     apply_override(root, o);
   Config config;
+  apply_preset_given(root, config.model);
   Loader loader{root, {}};
   Config::visit(config, loader);
+  default_tie_by_arch(root, config.model);
   validate(config);
   return config;
 }

@@ -56,19 +56,54 @@ struct TopologyConfig {
 };
 
 struct ModelConfig {
+  std::string arch = "gpt2";
+  std::string preset;
   int64_t n_layer = 4;
   int64_t n_head = 4;
+  int64_t n_kv_head = 0;
   int64_t d_model = 128;
   int64_t seq_len = 128;
   int64_t vocab_size = 256;
+  double norm_eps = 1e-5;
+  double rope_theta = 10000.0;
+  int64_t ffn_hidden = 0;
+  int64_t multiple_of = 256;
+  double ffn_dim_multiplier = 0.0;
+  bool tie_embeddings = true;
+  std::string init_from;
 
   template <class Self, class V>
   static void visit(Self& s, V& v) {
+    v("arch", s.arch,
+      "architecture: gpt2 (learned positions, LayerNorm, GELU) or llama (RoPE, RMSNorm, SwiGLU, "
+      "grouped-query attention); docs/models.md");
+    v("preset", s.preset,
+      "a named size (gpt2, gpt2-medium, gpt2-large, gpt2-xl, llama-tiny, llama-small, "
+      "llama-3.2-1b, llama-3.2-3b, llama-3-8b, llama-2-7b) whose keys the other model keys given "
+      "beside it override; empty: none");
     v("n_layer", s.n_layer, "transformer blocks");
     v("n_head", s.n_head, "attention heads per block; must divide d_model");
+    v("n_kv_head", s.n_kv_head,
+      "llama: key/value heads (grouped-query attention), dividing n_head; 0: n_head");
     v("d_model", s.d_model, "residual stream width");
     v("seq_len", s.seq_len, "context length in tokens");
     v("vocab_size", s.vocab_size, "vocabulary size; must cover every token id in the shards");
+    v("norm_eps", s.norm_eps,
+      "epsilon of the normalisations (LayerNorm for gpt2, RMSNorm for llama)");
+    v("rope_theta", s.rope_theta, "llama: base of the rotary embeddings' frequencies");
+    v("ffn_hidden", s.ffn_hidden,
+      "llama: hidden width of the SwiGLU MLP; 0: Llama's rule from d_model, ffn_dim_multiplier "
+      "and multiple_of");
+    v("multiple_of", s.multiple_of,
+      "llama: the rule's hidden width is rounded up to a multiple of this");
+    v("ffn_dim_multiplier", s.ffn_dim_multiplier,
+      "llama: the rule multiplies 2/3 of 4 d_model by this before rounding; 0: not at all");
+    v("tie_embeddings", s.tie_embeddings,
+      "the LM head is the token embedding; default true for gpt2, false for llama (and the "
+      "preset's choice)");
+    v("init_from", s.init_from,
+      "a Hugging Face model directory (config.json + safetensors) whose weights start the run; "
+      "its architecture and sizes must equal the model keys; empty: random initialisation");
   }
 };
 
@@ -359,7 +394,7 @@ struct Config {
   static void visit(Self& s, V& v) {
     v.section("run", "the run as a whole", s.run);
     v.section("topology", "how the MPI world is split into datacenters", s.topology);
-    v.section("model", "the GPT decoder", s.model);
+    v.section("model", "the decoder: architecture, sizes, where its weights start", s.model);
     v.section("data", "token shards and batches", s.data);
     v.section("inner", "the inner optimizer (AdamW) and its schedule", s.inner);
     v.section("outer", "the method and its outer optimizer across datacenters", s.outer);

@@ -50,7 +50,37 @@ void validate_run(const RunConfig& r) {
   require_non_negative(r.threads, "run.threads");
 }
 
+// Keys that only a llama block reads: under gpt2 a value other than the default is a mistake
+// the user should hear of, not a silent no-op.
+void validate_llama_only_keys(const ModelConfig& m) {
+  const ModelConfig defaults;
+  const auto llama_only = [&](bool differs, const char* key) {
+    require(!differs, key,
+            fmt::format("applies to model.arch llama only; this run's is {}", m.arch));
+  };
+  llama_only(m.n_kv_head != 0 && m.n_kv_head != m.n_head, "model.n_kv_head");
+  llama_only(m.rope_theta != defaults.rope_theta, "model.rope_theta");
+  llama_only(m.ffn_hidden != defaults.ffn_hidden, "model.ffn_hidden");
+  llama_only(m.multiple_of != defaults.multiple_of, "model.multiple_of");
+  llama_only(m.ffn_dim_multiplier != defaults.ffn_dim_multiplier, "model.ffn_dim_multiplier");
+}
+
+void validate_llama(const ModelConfig& m) {
+  const int64_t kv = m.n_kv_head == 0 ? m.n_head : m.n_kv_head;
+  require(kv > 0 && m.n_head % kv == 0, "model.n_kv_head",
+          fmt::format("must divide model.n_head ({}), got {}", m.n_head, m.n_kv_head));
+  require((m.d_model / m.n_head) % 2 == 0, "model.n_head",
+          fmt::format("rotary embeddings need an even head width, d_model / n_head = {}",
+                      m.d_model / m.n_head));
+  require(m.rope_theta > 1.0, "model.rope_theta", fmt::format("must be > 1, got {}", m.rope_theta));
+  require_non_negative(m.ffn_hidden, "model.ffn_hidden");
+  require_positive(m.multiple_of, "model.multiple_of");
+  require(m.ffn_dim_multiplier >= 0.0, "model.ffn_dim_multiplier",
+          fmt::format("must be >= 0 (0: none), got {}", m.ffn_dim_multiplier));
+}
+
 void validate_model(const ModelConfig& m) {
+  require_one_of(m.arch, {"gpt2", "llama"}, "model.arch");
   require_positive(m.n_layer, "model.n_layer");
   require_positive(m.n_head, "model.n_head");
   require_positive(m.d_model, "model.d_model");
@@ -59,6 +89,13 @@ void validate_model(const ModelConfig& m) {
   require(m.d_model % m.n_head == 0, "model.n_head",
           fmt::format("must divide model.d_model: {} % {} = {}", m.d_model, m.n_head,
                       m.d_model % m.n_head));
+  require(m.norm_eps > 0.0 && m.norm_eps < 1.0, "model.norm_eps",
+          fmt::format("must be in (0, 1), got {}", m.norm_eps));
+  if (m.arch == "llama") {
+    validate_llama(m);
+  } else {
+    validate_llama_only_keys(m);
+  }
 }
 
 void validate_data(const DataConfig& d) {

@@ -9,7 +9,7 @@ torch::Tensor to_device(const torch::Tensor& host, torch::Device device) {
   return host.pin_memory().to(device, /*non_blocking=*/true);
 }
 
-torch::Tensor forward_backward_async(GPT& model, FlatParams& params, BatchStream& stream,
+torch::Tensor forward_backward_async(Decoder& model, FlatParams& params, BatchStream& stream,
                                      const BatchPlan& plan, torch::Device device,
                                      GradientSamples* samples, bool bf16) {
   params.zero_grad();
@@ -32,7 +32,7 @@ torch::Tensor forward_backward_async(GPT& model, FlatParams& params, BatchStream
   return loss_sum * scale;
 }
 
-double forward_backward(GPT& model, FlatParams& params, BatchStream& stream, const BatchPlan& plan,
+double forward_backward(Decoder& model, FlatParams& params, BatchStream& stream, const BatchPlan& plan,
                         torch::Device device, GradientSamples* samples, bool bf16) {
   return forward_backward_async(model, params, stream, plan, device, samples, bf16).item<double>();
 }

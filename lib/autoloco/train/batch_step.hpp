@@ -6,7 +6,7 @@
 #include <torch/torch.h>
 
 #include "autoloco/data/stream.hpp"
-#include "autoloco/model/gpt.hpp"
+#include "autoloco/model/decoder.hpp"
 #include "autoloco/optim/flat_params.hpp"
 #include "autoloco/sched/batch_controller.hpp"
 #include "autoloco/sched/gradient_noise.hpp"
@@ -20,12 +20,12 @@ class GradientSamples;
 // tensor on `device`, unread: reading it here would stall a GPU's queue before the gradient
 // all-reduce and the optimizer are enqueued. `samples`, when given, snapshots what it needs
 // between micro-batches; `bf16` runs each micro-batch's forward under bf16 autocast.
-torch::Tensor forward_backward_async(GPT& model, FlatParams& params, BatchStream& stream,
+torch::Tensor forward_backward_async(Decoder& model, FlatParams& params, BatchStream& stream,
                                      const BatchPlan& plan, torch::Device device,
                                      GradientSamples* samples = nullptr, bool bf16 = false);
 
 // The same, with the loss read.
-double forward_backward(GPT& model, FlatParams& params, BatchStream& stream, const BatchPlan& plan,
+double forward_backward(Decoder& model, FlatParams& params, BatchStream& stream, const BatchPlan& plan,
                         torch::Device device, GradientSamples* samples = nullptr,
                         bool bf16 = false);
 

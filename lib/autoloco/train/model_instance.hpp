@@ -14,7 +14,7 @@
 #include "autoloco/config/config.hpp"
 #include "autoloco/data/dataset.hpp"
 #include "autoloco/data/stream.hpp"
-#include "autoloco/model/gpt.hpp"
+#include "autoloco/model/decoder.hpp"
 #include "autoloco/optim/flat_params.hpp"
 #include "autoloco/optim/inner_optimizer.hpp"
 #include "autoloco/sched/batch_controller.hpp"
@@ -24,7 +24,7 @@ namespace autoloco {
 
 struct ModelInstance {
   int id = 0;  // 0 .. batch.instances − 1; instance 0 is never merged away
-  GPT model{nullptr};
+  Decoder model{nullptr};
   std::unique_ptr<FlatParams> params;
   std::unique_ptr<InnerOptimizer> optimizer;
   std::unique_ptr<BatchStream> stream;

@@ -117,7 +117,7 @@ void Trainer::build_instances(const std::vector<size_t>& shard_subset) {
         static_cast<uint64_t>(config_.run.seed), topo_.dc,
         instance_stream_member(id, topo_.member, topo_.ranks_per_dc), shard_subset);
     if (id == 0) torch::manual_seed(static_cast<uint64_t>(config_.run.seed));
-    inst.model = GPT(config_.model);
+    inst.model = make_decoder(config_.model);
     inst.model->to(device_);
     inst.params = std::make_unique<FlatParams>(*inst.model);
     if (id == 0) {
@@ -259,7 +259,7 @@ Trainer::InstanceStep Trainer::instance_step(ModelInstance& inst) {
 
 double Trainer::evaluate() {
   torch::NoGradGuard no_grad;
-  GPT& model = instances_[0].model;  // every instance holds the anchor at a round's end
+  Decoder& model = instances_[0].model;  // every instance holds the anchor at a round's end
   // An overlapped replica trains on past the round's end, and fragments synced earlier in the
   // cycle have trained since: the model borrows the anchor.
   torch::Tensor own;

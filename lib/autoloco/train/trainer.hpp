@@ -24,7 +24,7 @@
 #include "autoloco/config/config.hpp"
 #include "autoloco/data/stream.hpp"
 #include "autoloco/metrics/run_directory.hpp"
-#include "autoloco/model/gpt.hpp"
+#include "autoloco/model/decoder.hpp"
 #include "autoloco/optim/flat_params.hpp"
 #include "autoloco/optim/inner_optimizer.hpp"
 #include "autoloco/optim/round_stats.hpp"
@@ -123,7 +123,7 @@ class Trainer {
   const Topology& topology() const { return topo_; }
   // Instance 0's (the only one unless batch.instances > 1).
   FlatParams& params() { return *instances_[0].params; }
-  GPT& model() { return instances_[0].model; }
+  Decoder& model() { return instances_[0].model; }
   size_t instances() const { return instances_.size(); }
   int64_t step() const { return step_; }
   int64_t rounds() const { return rounds_; }
@@ -215,6 +215,7 @@ class Trainer {
   void keep_instances(const std::vector<int64_t>& active, const std::string& file);
 
   void log_start() const;
+  void log_model() const;
   // One sync of `numel` parameters: the bytes of a dc's message (all its members) and its link
   // seconds; the scalars of an outer round (none for ddp) ride along.
   int64_t sync_message_bytes(int64_t numel) const;

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "autoloco/metrics/progress.hpp"
+#include "autoloco/model/model_specs.hpp"
 #include "autoloco/optim/adamw.hpp"
 #include "autoloco/train/trainer.hpp"
 #include "autoloco/util/blas_threads.hpp"
@@ -18,9 +19,29 @@
 
 namespace autoloco {
 
+// The architecture, its size and what its weights cost each rank: the line a user checks a
+// preset and its overrides against.
+void Trainer::log_model() const {
+  const ModelConfig& m = config_.model;
+  std::string shape = fmt::format("{} layers, {} heads", m.n_layer, m.n_head);
+  if (m.arch == "llama") {
+    shape += fmt::format(" ({} kv), ffn {}, rope_theta {}", kv_heads(m), llama_ffn_hidden(m),
+                         m.rope_theta);
+  }
+  const torch::Tensor& values = instances_[0].params->values();
+  const double bytes = static_cast<double>(values.numel() * values.element_size()) *
+                       static_cast<double>(instances_.size());
+  log::info(
+      "model: {}{}, {}, d_model {}, seq_len {}, vocab {}, {} head | {} params | {} "
+      "FLOPs/token | {}B of weights per rank ({}B with their gradients)",
+      m.arch, m.preset.empty() ? "" : fmt::format(" (preset {})", m.preset), shape, m.d_model,
+      m.seq_len, m.vocab_size, m.tie_embeddings ? "tied" : "untied",
+      format_si(static_cast<double>(parameter_count(*instances_[0].model))),
+      format_si(flops_per_token(m)), format_si(bytes), format_si(2.0 * bytes));
+}
+
 void Trainer::log_start() const {
   if (!options_.print_progress) return;
-  const auto& m = config_.model;
   const BlasThreading blas = blas_threading();
   log::info(
       "autoloco {} | LibTorch {} | {} ranks = {} dc x {} members | device {} | {} threads, BLAS "
@@ -44,12 +65,7 @@ void Trainer::log_start() const {
         "threads per rank follow each host's cores (run.threads 0): set run.threads where runs "
         "on different placements must compare bitwise (docs/multi-host.md)");
   }
-  log::info(
-      "model: {} layers, {} heads, d_model {}, seq_len {}, vocab {} | {} params | {} "
-      "FLOPs/token",
-      m.n_layer, m.n_head, m.d_model, m.seq_len, m.vocab_size,
-      format_si(static_cast<double>(parameter_count(instances_[0].model))),
-      format_si(flops_per_token(m)));
+  log_model();
   log::info("data: {} train tokens in {} shards, {} val tokens | {} tokens/step",
             format_si(static_cast<double>(train_data_->num_tokens())), train_data_->num_shards(),
             format_si(static_cast<double>(val_data_->num_tokens())), tokens_per_step());
@@ -326,7 +342,7 @@ void Trainer::write_summary(const TrainSummary& s) {
                           .add("bandwidth_gbps", wan.bandwidth_gbps)
                           .add("latency_ms", wan.latency_ms)
                           .add("mode", wan.mode))
-          .add("parameters", parameter_count(model()))
+          .add("parameters", parameter_count(*model()))
           .add("flops_per_token", flops_per_token(config_.model))
           .add("tokens_per_s", static_cast<double>(s.tokens) / s.wall_s);
   // The resume of this segment continued a checkpoint of another number of dcs.

@@ -1,0 +1,105 @@
+// model.arch llama: the Llama decoder (Touvron et al. 2023; Grattafiori et al. 2024): RMSNorm,
+// rotary position embeddings in Hugging Face's rotate-half layout (so weights need no
+// permutation on export), grouped-query attention, a SwiGLU MLP, no biases, and a head tied to
+// the embedding or not (model.tie_embeddings). ALGORITHMS.md §5 gives the formulas.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+
+#include "autoloco/config/config.hpp"
+#include "autoloco/model/decoder.hpp"
+
+namespace autoloco {
+
+// x / sqrt(mean(x^2) + eps) * weight, the mean taken in float32 whatever x's dtype.
+class RMSNormImpl : public torch::nn::Module {
+ public:
+  RMSNormImpl(int64_t dim, double eps);
+  torch::Tensor forward(const torch::Tensor& x);
+
+  torch::Tensor weight;
+
+ private:
+  double eps_;
+};
+TORCH_MODULE(RMSNorm);
+
+// The cos and sin tables of the rotary embeddings for positions 0..T-1, [T, head_dim] each,
+// computed in float32 as transformers' LlamaRotaryEmbedding does.
+struct Rotary {
+  torch::Tensor cos;
+  torch::Tensor sin;
+};
+Rotary rotary_tables(int64_t positions, int64_t head_dim, double theta, torch::Device device);
+
+// x [B, H, T, D] rotated: x cos + rotate_half(x) sin, rotate_half(x) = (-x2, x1) of its halves.
+torch::Tensor apply_rotary(const torch::Tensor& x, const Rotary& rope);
+
+class LlamaAttentionImpl : public torch::nn::Module {
+ public:
+  explicit LlamaAttentionImpl(const ModelConfig& config);
+  torch::Tensor forward(const torch::Tensor& x, const Rotary& rope);
+
+  torch::nn::Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr};
+  // A residual output projection: initialised with a smaller std (see LlamaImpl).
+  torch::nn::Linear o_proj{nullptr};
+
+ private:
+  int64_t n_head_;
+  int64_t n_kv_head_;
+  int64_t head_dim_;
+};
+TORCH_MODULE(LlamaAttention);
+
+// down(silu(gate(x)) * up(x)).
+class LlamaMLPImpl : public torch::nn::Module {
+ public:
+  explicit LlamaMLPImpl(const ModelConfig& config);
+  torch::Tensor forward(const torch::Tensor& x);
+
+  torch::nn::Linear gate_proj{nullptr}, up_proj{nullptr};
+  // A residual output projection: initialised with a smaller std (see LlamaImpl).
+  torch::nn::Linear down_proj{nullptr};
+};
+TORCH_MODULE(LlamaMLP);
+
+// h = x + attn(norm(x)), then h + mlp(norm(h)).
+class LlamaBlockImpl : public torch::nn::Module {
+ public:
+  explicit LlamaBlockImpl(const ModelConfig& config);
+  torch::Tensor forward(const torch::Tensor& x, const Rotary& rope);
+
+  RMSNorm input_layernorm{nullptr};
+  LlamaAttention self_attn{nullptr};
+  RMSNorm post_attention_layernorm{nullptr};
+  LlamaMLP mlp{nullptr};
+};
+TORCH_MODULE(LlamaBlock);
+
+// Parameter names: embed_tokens.weight, blocks.<i>.{input_layernorm, self_attn.q_proj,
+// self_attn.k_proj, self_attn.v_proj, self_attn.o_proj, post_attention_layernorm,
+// mlp.gate_proj, mlp.up_proj, mlp.down_proj}.weight, norm.weight, and lm_head.weight when the
+// head is untied: Hugging Face's names with "model.layers." spelled "blocks." (hf_names.cpp).
+// Initialisation: Linear/Embedding weights N(0, 0.02), norms 1, and the residual projections
+// (o_proj, down_proj) N(0, 0.02/sqrt(2 n_layer)) as in GPT-2, so that the residual stream's
+// variance at initialisation does not grow with depth.
+class LlamaImpl : public DecoderImpl {
+ public:
+  // Throws ConfigError on sizes Llama cannot have (see validate.cpp for the config's checks).
+  explicit LlamaImpl(const ModelConfig& config);
+
+  torch::Tensor forward(const torch::Tensor& idx) override;
+
+  torch::nn::Embedding embed_tokens{nullptr};
+  torch::nn::ModuleList blocks{nullptr};
+  RMSNorm norm{nullptr};
+  torch::nn::Linear lm_head{nullptr};  // untied heads only
+
+ private:
+  void init_weights();
+};
+TORCH_MODULE(Llama);
+
+}  // namespace autoloco
