@@ -12,6 +12,8 @@
 
 #include "autoloco/ckpt/h5_file.hpp"
 #include "autoloco/ckpt/manifest.hpp"
+#include "autoloco/config/config.hpp"
+#include "autoloco/model/safetensors.hpp"
 
 namespace autoloco::ckpt_tool {
 
@@ -111,10 +113,36 @@ struct Dataset {
 // opened with the manifest's sums checks them and throws CheckpointError on a mismatch.
 Dataset load_dataset(const H5Reader& reader, const std::string& name, const DatasetSum& sum);
 
+// The model of a checkpoint: its parameter table, the flat float32 values (the anchor, or a
+// dc's replica), the step and the run's config (YAML text).
+struct CheckpointModel {
+  std::vector<Param> params;
+  std::vector<float> values;
+  int64_t step = 0;
+  std::string config;
+  std::string source;  // "FILE:DATASET" the values came from
+
+  // The run's model keys, from its config. Throws ConfigError naming the source.
+  ModelConfig model_config() const;
+};
+
+// The parameters as named CPU tensors viewing m.values (valid while `m` lives).
+NamedTensors named_tensors(const CheckpointModel& m);
+
+// --replica DC, or -1 without it.
+int64_t parse_replica(const Args& args);
+
+// Reads and checks the model of checkpoint `ckpt` (the anchor when `replica` < 0 and the run has
+// one, else dc max(replica, 0)'s replica). `command` names the command in errors. Throws
+// UsageError for a directory of checkpoints, CheckpointError for one that cannot be read.
+CheckpointModel read_checkpoint_model(const std::string& ckpt, int64_t replica,
+                                      const std::string& command);
+
 // The commands; each returns the exit code. `argv` holds the command's own arguments.
 int run_ls(const std::vector<std::string>& argv);
 int run_verify(const std::vector<std::string>& argv);
 int run_diff(const std::vector<std::string>& argv);
 int run_export(const std::vector<std::string>& argv);
+int run_logits(const std::vector<std::string>& argv);
 
 }  // namespace autoloco::ckpt_tool

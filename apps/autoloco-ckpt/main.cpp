@@ -1,5 +1,5 @@
-// autoloco-ckpt: inspects the checkpoints autoloco-train writes (list, verify, compare, export)
-// without MPI or a model; the entry point picks the command and turns errors into exit codes.
+// autoloco-ckpt: inspects the checkpoints autoloco-train writes (list, verify, compare, export,
+// logits) without MPI; the entry point picks the command and turns errors into exit codes.
 #include <fmt/format.h>
 
 #include <cstdio>
@@ -39,6 +39,19 @@ commands:
                              'step' and 'config'. Taken from the anchor (outer/anchor), or
                              from dc_<DC>.h5's replica with --replica DC or when the run has
                              no anchor (ddp: dc 0). Never writes over OUT.h5
+  export --format hf CKPT OUT_DIR [--replica DC] [--max-shard-bytes N]
+                             writes a Hugging Face model directory (GPT2LMHeadModel or
+                             LlamaForCausalLM): config.json, generation_config.json and
+                             model.safetensors, or shards of at most N bytes (default 5 GB)
+                             with model.safetensors.index.json, as save_pretrained does.
+                             transformers' from_pretrained, lm_eval --model hf and inference
+                             servers load it (docs/models.md). Never writes over a file
+  logits SRC --tokens FILE --out FILE [--replica DC]
+                             autoloco's float32 logits [B, T, V] of a batch (FILE: one
+                             sequence of token ids per line) under the model of a checkpoint
+                             or of a Hugging Face directory (SRC/config.json), written as raw
+                             little-endian float32; how exports are checked against
+                             transformers
 
 options:
   -h, --help                 print this help
@@ -51,6 +64,7 @@ examples:
   autoloco-ckpt verify runs/quickstart/checkpoints/step_200
   autoloco-ckpt diff runs/a/checkpoints/step_100 runs/a/checkpoints/step_200 --top 10
   autoloco-ckpt export runs/a/checkpoints/step_200 model.h5
+  autoloco-ckpt export --format hf runs/a/checkpoints/step_200 hf/a-200
 )";
 
 }  // namespace
@@ -66,14 +80,16 @@ int main(int argc, char** argv) {
     }
   }
   try {
-    if (args.empty()) throw UsageError("no COMMAND given: ls, verify, diff or export");
+    if (args.empty()) throw UsageError("no COMMAND given: ls, verify, diff, export or logits");
     const std::string& command = args.front();
     const std::vector<std::string> rest(args.begin() + 1, args.end());
     if (command == "ls") return run_ls(rest);
     if (command == "verify") return run_verify(rest);
     if (command == "diff") return run_diff(rest);
     if (command == "export") return run_export(rest);
-    throw UsageError(fmt::format("unknown command '{}': use ls, verify, diff or export", command));
+    if (command == "logits") return run_logits(rest);
+    throw UsageError(
+        fmt::format("unknown command '{}': use ls, verify, diff, export or logits", command));
   } catch (const UsageError& e) {
     std::fflush(stdout);
     fmt::print(stderr, "autoloco-ckpt: {}\nrun 'autoloco-ckpt --help' for usage\n", e.what());

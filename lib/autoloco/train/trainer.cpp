@@ -9,6 +9,7 @@
 
 #include "autoloco/comm/intra_dc.hpp"
 #include "autoloco/metrics/progress.hpp"
+#include "autoloco/model/hf_weights.hpp"
 #include "autoloco/optim/adamw.hpp"
 #include "autoloco/optim/lr_schedule.hpp"
 #include "autoloco/train/device_placement.hpp"
@@ -61,6 +62,11 @@ Trainer::Trainer(const Config& config, MPI_Comm world, TrainerOptions options)
                             topo_.ranks_per_dc, wan.mode == "real"});
   reducer_ = std::make_unique<HierarchicalAllreduce>(*intra_mpi_, *wan_);
 
+  // A directory of another model is refused before any work, on every rank.
+  if (!config_.model.init_from.empty()) {
+    check_hf_config(config_.model, read_hf_config(config_.model.init_from),
+                    config_.model.init_from);
+  }
   // Open data first: a missing shard should fail before anything is written.
   train_data_ =
       std::make_unique<TokenDataset>(config_.data.train, config_.model.vocab_size, "data.train");
@@ -121,6 +127,7 @@ void Trainer::build_instances(const std::vector<size_t>& shard_subset) {
     inst.model->to(device_);
     inst.params = std::make_unique<FlatParams>(*inst.model);
     if (id == 0) {
+      if (!config_.model.init_from.empty() && topo_.world_rank == 0) init_from_hf(inst.model);
       // Every replica starts from world rank 0's parameters, whatever the ranks' RNGs did.
       broadcast_values(*inst.params, *world_comm_);
     } else {
@@ -134,6 +141,16 @@ void Trainer::build_instances(const std::vector<size_t>& shard_subset) {
           SampleLayout::for_dc(topo_.ranks_per_dc).per_rank, topo_.member == 0);
     }
     instances_.push_back(std::move(inst));
+  }
+}
+
+void Trainer::init_from_hf(Decoder& model) {
+  const std::string& dir = config_.model.init_from;
+  const NamedTensors weights = import_hf(dir, config_.model);
+  load_parameters(*model, weights);
+  if (options_.print_progress) {
+    log::info("model.init_from {}: {} tensors read by world rank 0 and sent to every rank", dir,
+              weights.size());
   }
 }
 

@@ -216,6 +216,8 @@ class Trainer {
 
   void log_start() const;
   void log_model() const;
+  // model.init_from: the directory's weights into world rank 0's model (hf_weights.hpp).
+  void init_from_hf(Decoder& model);
   // One sync of `numel` parameters: the bytes of a dc's message (all its members) and its link
   // seconds; the scalars of an outer round (none for ddp) ride along.
   int64_t sync_message_bytes(int64_t numel) const;

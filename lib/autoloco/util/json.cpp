@@ -58,6 +58,11 @@ JsonObject& JsonObject::add(const std::string& key, int64_t value) {
   return *this;
 }
 
+JsonObject& JsonObject::add_null(const std::string& key) {
+  add_raw(key, "null");
+  return *this;
+}
+
 JsonObject& JsonObject::add(const std::string& key, bool value) {
   add_raw(key, value ? "true" : "false");
   return *this;
@@ -113,6 +118,15 @@ std::string JsonObject::str() const {
     out += json_quote(fields_[i].first) + ":" + fields_[i].second;
   }
   return out + "}";
+}
+
+std::string JsonObject::pretty() const {
+  std::string out = "{\n";
+  for (size_t i = 0; i < fields_.size(); ++i) {
+    out += "  " + json_quote(fields_[i].first) + ": " + fields_[i].second;
+    out += i + 1 < fields_.size() ? ",\n" : "\n";
+  }
+  return out + "}\n";
 }
 
 }  // namespace autoloco

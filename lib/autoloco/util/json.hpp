@@ -23,9 +23,13 @@ class JsonObject {
   JsonObject& add(const std::string& key, const std::vector<std::string>& values);
   JsonObject& add(const std::string& key, const JsonObject& value);
   JsonObject& add(const std::string& key, const std::vector<JsonObject>& values);
+  JsonObject& add_null(const std::string& key);
 
   // One line, no trailing newline: suitable for .jsonl.
   std::string str() const;
+  // One field per line, indented by two spaces, and a final newline: files people read
+  // (a model's config.json).
+  std::string pretty() const;
 
  private:
   void add_raw(const std::string& key, std::string encoded);

@@ -1,0 +1,94 @@
+// The model a checkpoint holds (the anchor, or a dc's replica), read and checked once for the
+// commands that hand it to other tools: export (HDF5 or Hugging Face) and logits.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <limits>
+
+#include "autoloco/ckpt/checkpoint_dir.hpp"
+#include "autoloco/ckpt/layout.hpp"
+#include "autoloco/config/config.hpp"
+#include "autoloco/util/error.hpp"
+#include "ckpt_tool.hpp"
+
+namespace autoloco::ckpt_tool {
+namespace {
+
+const ManifestFile& listed(const Manifest& m, const std::string& ckpt, const std::string& name) {
+  const ManifestFile* f = m.find(name);
+  if (!f) {
+    throw CheckpointError(
+        fmt::format("'{}' has no {} (its manifest does not list it){}", ckpt, name,
+                    name == kGlobalFile ? "" : ": --replica takes a dc of the run that wrote it"));
+  }
+  return *f;
+}
+
+void check_parameters(const CheckpointModel& m, const std::string& global) {
+  const auto numel = static_cast<int64_t>(m.values.size());
+  for (const Param& p : m.params) {
+    if (p.offset < 0 || p.offset + p.numel > numel) {
+      throw CheckpointError(fmt::format(
+          "{}: parameter '{}' ends at {}, past model/numel {}: the checkpoint is damaged", global,
+          p.name, p.offset + p.numel, numel));
+    }
+  }
+}
+
+}  // namespace
+
+int64_t parse_replica(const Args& args) {
+  if (!args.has("--replica")) return -1;
+  const int64_t replica = parse_count("--replica", *args.value("--replica"));
+  if (replica > std::numeric_limits<int>::max()) {
+    throw UsageError(fmt::format("--replica {} is not a dc number", replica));
+  }
+  return replica;
+}
+
+CheckpointModel read_checkpoint_model(const std::string& ckpt_arg, int64_t replica,
+                                      const std::string& command) {
+  const Target t = resolve(ckpt_arg);
+  if (!t.single) {
+    throw UsageError(fmt::format(
+        "{} takes one checkpoint, and '{}' is a directory of checkpoints: name one of them "
+        "(e.g. {}/step_<N>; 'autoloco-ckpt ls {}' lists them)",
+        command, ckpt_arg, t.dir, ckpt_arg));
+  }
+  const std::string& ckpt = t.dir;
+  const CheckpointInfo info = inspect_checkpoint(ckpt);
+  if (!info.ok()) {
+    throw CheckpointError(fmt::format("cannot {} '{}': {}", command, ckpt, info.problem));
+  }
+  const Manifest& m = *info.manifest;
+
+  // The model, the step and the config come from global.h5, read against the manifest's sums.
+  const H5Reader global(ckpt + "/" + kGlobalFile, &listed(m, ckpt, kGlobalFile).datasets);
+  CheckpointModel out;
+  out.params = parse_parameters(global.read_string("model/parameters"), global.path());
+  const int64_t numel = global.read_int("model/numel");
+  out.step = global.read_int("counters/step");
+  out.config = global.read_string("config");
+  if (replica < 0 && global.has("outer/anchor")) {
+    out.values = global.read_f32("outer/anchor");
+    out.source = fmt::format("{}:outer/anchor", global.path());
+  } else {
+    const std::string name = dc_file(static_cast<int>(std::max<int64_t>(replica, 0)));
+    const H5Reader dc(ckpt + "/" + name, &listed(m, ckpt, name).datasets);
+    out.values = dc.read_f32("replica/values");
+    out.source = fmt::format("{}:replica/values", dc.path());
+  }
+  if (static_cast<int64_t>(out.values.size()) != numel) {
+    throw CheckpointError(
+        fmt::format("'{}' holds {} values where model/numel says {}: the checkpoint is damaged",
+                    out.source, out.values.size(), numel));
+  }
+  check_parameters(out, global.path());
+  return out;
+}
+
+ModelConfig CheckpointModel::model_config() const {
+  return parse_config(config, {}, source + " (the run's config)").model;
+}
+
+}  // namespace autoloco::ckpt_tool

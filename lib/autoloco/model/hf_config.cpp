@@ -1,0 +1,263 @@
+// config.json as transformers' GPT2Config and LlamaConfig read it (field names and meanings
+// from their documentation), written with every field that changes the computation.
+#include "autoloco/model/hf_config.hpp"
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include <filesystem>
+#include <vector>
+
+#include "autoloco/model/hf_names.hpp"
+#include "autoloco/model/model_specs.hpp"
+#include "autoloco/util/error.hpp"
+#include "autoloco/util/file_bytes.hpp"
+#include "autoloco/util/json.hpp"
+
+namespace autoloco {
+namespace {
+
+void add_tokens(JsonObject& out, const HfSpecialTokens& tokens) {
+  if (tokens.bos) out.add("bos_token_id", *tokens.bos);
+  if (tokens.eos) out.add("eos_token_id", *tokens.eos);
+}
+
+void add_gpt2(JsonObject& out, const ModelConfig& m) {
+  out.add("model_type", "gpt2")
+      .add("vocab_size", m.vocab_size)
+      .add("n_positions", m.seq_len)
+      .add("n_embd", m.d_model)
+      .add("n_layer", m.n_layer)
+      .add("n_head", m.n_head)
+      .add_null("n_inner")
+      .add("activation_function", "gelu_new")
+      .add("layer_norm_epsilon", m.norm_eps)
+      .add("resid_pdrop", 0.0)
+      .add("embd_pdrop", 0.0)
+      .add("attn_pdrop", 0.0)
+      .add("scale_attn_weights", true)
+      .add("scale_attn_by_inverse_layer_idx", false)
+      .add("reorder_and_upcast_attn", false);
+}
+
+void add_llama(JsonObject& out, const ModelConfig& m) {
+  out.add("model_type", "llama")
+      .add("vocab_size", m.vocab_size)
+      .add("hidden_size", m.d_model)
+      .add("intermediate_size", llama_ffn_hidden(m))
+      .add("num_hidden_layers", m.n_layer)
+      .add("num_attention_heads", m.n_head)
+      .add("num_key_value_heads", kv_heads(m))
+      .add("head_dim", m.d_model / m.n_head)
+      .add("hidden_act", "silu")
+      .add("max_position_embeddings", m.seq_len)
+      .add("rms_norm_eps", m.norm_eps)
+      .add("rope_theta", m.rope_theta)
+      .add_null("rope_scaling")
+      .add("attention_bias", false)
+      .add("mlp_bias", false)
+      .add("attention_dropout", 0.0)
+      .add("pretraining_tp", 1);
+}
+
+// config.json's fields, read with the file named in every error.
+class Fields {
+ public:
+  explicit Fields(const std::string& dir) : path_(dir + "/config.json") {
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(path_, ec)) {
+      throw ConfigError(fmt::format(
+          "model.init_from: '{}' has no config.json: name a Hugging Face model directory "
+          "(config.json and model.safetensors, as save_pretrained writes them)",
+          dir));
+    }
+    const std::optional<std::string> text = read_file_bytes(path_);
+    if (!text) throw ConfigError(fmt::format("{}: cannot be read", path_));
+    try {
+      root_ = YAML::Load(*text);
+    } catch (const YAML::Exception& e) {
+      throw ConfigError(fmt::format("{}: not valid JSON: {}", path_, e.what()));
+    }
+    if (!root_.IsMap()) throw ConfigError(fmt::format("{}: not a JSON object", path_));
+  }
+
+  bool has(const char* key) const { return root_[key] && !root_[key].IsNull(); }
+
+  template <class T>
+  T get(const char* key) const {
+    if (!has(key)) throw ConfigError(fmt::format("{}: field '{}' is missing", path_, key));
+    return as<T>(key);
+  }
+
+  template <class T>
+  T get(const char* key, T fallback) const {
+    return has(key) ? as<T>(key) : fallback;
+  }
+
+  // Refuses a field whose value would change the computation into one we do not have.
+  void require(bool ok, const char* key, const std::string& what) const {
+    if (!ok) {
+      throw ConfigError(fmt::format("{}: {} is not supported ({}): autoloco's {} does not have it",
+                                    path_, key, what, get<std::string>("model_type")));
+    }
+  }
+
+  const std::string& path() const { return path_; }
+  YAML::Node node(const char* key) const { return root_[key]; }
+
+ private:
+  template <class T>
+  T as(const char* key) const {
+    try {
+      return root_[key].as<T>();
+    } catch (const YAML::Exception&) {
+      throw ConfigError(fmt::format("{}: field '{}' has the wrong type", path_, key));
+    }
+  }
+
+  std::string path_;
+  YAML::Node root_;
+};
+
+ModelConfig read_gpt2(const Fields& f) {
+  ModelConfig m;
+  m.arch = "gpt2";
+  m.vocab_size = f.get<int64_t>("vocab_size");
+  m.seq_len = f.get<int64_t>("n_positions");
+  m.d_model = f.get<int64_t>("n_embd");
+  m.n_layer = f.get<int64_t>("n_layer");
+  m.n_head = f.get<int64_t>("n_head");
+  m.norm_eps = f.get<double>("layer_norm_epsilon", 1e-5);
+  m.tie_embeddings = f.get<bool>("tie_word_embeddings", true);
+  const std::string act = f.get<std::string>("activation_function", "gelu_new");
+  f.require(act == "gelu_new" || act == "gelu_pytorch_tanh", "activation_function", act);
+  f.require(f.get<int64_t>("n_inner", 4 * m.d_model) == 4 * m.d_model, "n_inner",
+            "an MLP width other than 4 n_embd");
+  f.require(!f.get<bool>("scale_attn_by_inverse_layer_idx", false),
+            "scale_attn_by_inverse_layer_idx", "true");
+  f.require(f.get<bool>("scale_attn_weights", true), "scale_attn_weights", "false");
+  return m;
+}
+
+double llama_rope_theta(const Fields& f) {
+  // transformers 5 keeps the rotary settings in rope_parameters; 4.x at the top level.
+  const YAML::Node params = f.node("rope_parameters");
+  if (params && params.IsMap()) {
+    const std::string type =
+        params["rope_type"] ? params["rope_type"].as<std::string>() : std::string("default");
+    f.require(type == "default", "rope_parameters.rope_type", type);
+    if (params["rope_theta"]) return params["rope_theta"].as<double>();
+  }
+  const YAML::Node scaling = f.node("rope_scaling");
+  if (scaling && scaling.IsMap()) {
+    const YAML::Node type = scaling["rope_type"] ? scaling["rope_type"] : scaling["type"];
+    const std::string name = type ? type.as<std::string>() : std::string("?");
+    f.require(name == "default", "rope_scaling", name);
+  }
+  return f.get<double>("rope_theta", 10000.0);
+}
+
+ModelConfig read_llama(const Fields& f) {
+  ModelConfig m;
+  m.arch = "llama";
+  m.vocab_size = f.get<int64_t>("vocab_size");
+  m.d_model = f.get<int64_t>("hidden_size");
+  m.ffn_hidden = f.get<int64_t>("intermediate_size");
+  m.n_layer = f.get<int64_t>("num_hidden_layers");
+  m.n_head = f.get<int64_t>("num_attention_heads");
+  m.n_kv_head = f.get<int64_t>("num_key_value_heads", m.n_head);
+  m.seq_len = f.get<int64_t>("max_position_embeddings");
+  m.norm_eps = f.get<double>("rms_norm_eps", 1e-6);
+  m.rope_theta = llama_rope_theta(f);
+  m.tie_embeddings = f.get<bool>("tie_word_embeddings", false);
+  f.require(
+      m.n_head > 0 && f.get<int64_t>("head_dim", m.d_model / m.n_head) * m.n_head == m.d_model,
+      "head_dim", "heads narrower or wider than hidden_size / num_attention_heads");
+  f.require(f.get<std::string>("hidden_act", "silu") == "silu", "hidden_act",
+            f.get<std::string>("hidden_act", "silu"));
+  f.require(!f.get<bool>("attention_bias", false), "attention_bias", "true");
+  f.require(!f.get<bool>("mlp_bias", false), "mlp_bias", "true");
+  f.require(f.get<int64_t>("pretraining_tp", 1) == 1, "pretraining_tp", "other than 1");
+  return m;
+}
+
+struct Difference {
+  const char* key;
+  std::string run;
+  std::string hf;
+};
+
+std::vector<Difference> differences(const ModelConfig& run, const ModelConfig& hf) {
+  std::vector<Difference> out;
+  const auto compare = [&](const char* key, const auto& a, const auto& b) {
+    if (a != b) out.push_back({key, fmt::format("{}", a), fmt::format("{}", b)});
+  };
+  compare("model.arch", run.arch, hf.arch);
+  if (!out.empty()) return out;  // the rest compares fields of one architecture
+  compare("model.n_layer", run.n_layer, hf.n_layer);
+  compare("model.n_head", run.n_head, hf.n_head);
+  compare("model.d_model", run.d_model, hf.d_model);
+  compare("model.vocab_size", run.vocab_size, hf.vocab_size);
+  compare("model.tie_embeddings", run.tie_embeddings, hf.tie_embeddings);
+  compare("model.norm_eps", run.norm_eps, hf.norm_eps);
+  if (run.arch == "llama") {
+    compare("model.n_kv_head", kv_heads(run), kv_heads(hf));
+    compare("model.ffn_hidden", llama_ffn_hidden(run), llama_ffn_hidden(hf));
+    compare("model.rope_theta", run.rope_theta, hf.rope_theta);
+    if (run.seq_len > hf.seq_len) compare("model.seq_len", run.seq_len, hf.seq_len);
+  } else {
+    compare("model.seq_len", run.seq_len, hf.seq_len);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string hf_config_json(const ModelConfig& model, const HfSpecialTokens& tokens) {
+  JsonObject out;
+  out.add("architectures", std::vector<std::string>{hf_architecture(model)});
+  if (model.arch == "llama") {
+    add_llama(out, model);
+  } else {
+    add_gpt2(out, model);
+  }
+  out.add("initializer_range", 0.02)
+      .add("tie_word_embeddings", model.tie_embeddings)
+      .add("use_cache", true)
+      .add("torch_dtype", "float32");
+  add_tokens(out, tokens);
+  return out.pretty();
+}
+
+std::string hf_generation_config_json(const HfSpecialTokens& tokens) {
+  JsonObject out;
+  add_tokens(out, tokens);
+  out.add("do_sample", false);
+  return out.pretty();
+}
+
+ModelConfig read_hf_config(const std::string& dir) {
+  const Fields f(dir);
+  const std::string type = f.get<std::string>("model_type");
+  if (type == "gpt2") return read_gpt2(f);
+  if (type == "llama") return read_llama(f);
+  throw ConfigError(
+      fmt::format("{}: model_type '{}' is not an architecture autoloco has (gpt2, "
+                  "llama)",
+                  f.path(), type));
+}
+
+void check_hf_config(const ModelConfig& run, const ModelConfig& hf, const std::string& dir) {
+  const std::vector<Difference> diff = differences(run, hf);
+  if (diff.empty()) return;
+  std::string lines;
+  for (const Difference& d : diff)
+    lines += fmt::format("\n  {}: this run has {}, {}/config.json has {}", d.key, d.run, dir, d.hf);
+  throw ConfigError(fmt::format(
+      "model.init_from: '{}' holds another model than this run's model keys describe:{}\nset "
+      "these keys to the directory's values (model.preset and the other keys), or start from "
+      "another directory",
+      dir, lines));
+}
+
+}  // namespace autoloco
