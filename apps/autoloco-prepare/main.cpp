@@ -1,6 +1,7 @@
 // autoloco-prepare: turns text (a directory of Python's reST docs, or one novel.txt) into
-// train/val token shards for autoloco-train, as bytes or SentencePiece subwords, and reports
-// the entropy bound to beat and the bytes per token that bits per byte need.
+// train/val token shards for autoloco-train, as bytes, SentencePiece subwords or the tokens of
+// a Hugging Face tokenizer.json, and reports the entropy bound to beat and the bytes per token
+// that bits per byte need.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -23,16 +24,24 @@ constexpr const char* kUsage = R"(usage: autoloco-prepare [options] INPUT...
 Reads text files (INPUTs are files or directories, walked recursively in sorted order), cuts
 them into documents, splits the documents into train and val, tokenizes them and writes token
 shards for autoloco-train:
-  OUT/train_000.bin ...  OUT/val_000.bin ...  OUT/prepare.json  [OUT/tokenizer.model]
+  OUT/train_000.bin ...  OUT/val_000.bin ...  OUT/prepare.json
+  [OUT/tokenizer.model (sentencepiece) or OUT/tokenizer.json (hf)]
 Each document is followed by a newline. prepare.json records the tokenizer, its vocabulary
 (model.vocab_size must equal it) and the val split's bytes per token (for eval_bpb).
 
 options:
   --out DIR           output directory (default data/pydoc, where the quickstart config reads)
-  --tokenizer NAME    bytes (vocabulary 256, the default) or sentencepiece
+  --tokenizer NAME    bytes (vocabulary 256, the default), sentencepiece or hf
   --vocab-size N      sentencepiece: train a model of N pieces on the training split only
   --sp-model-type T   sentencepiece: bpe (default) or unigram
   --sp-model FILE     sentencepiece: use this model instead of training one (copied to OUT)
+  --hf-tokenizer FILE hf: the Hugging Face tokenizer.json to use (GPT-2's, Llama 3's, Qwen's,
+                      ...; copied to OUT). Encoded by the Python tokenizers package, without
+                      special tokens; the text must be UTF-8. Shards hold uint32 tokens when
+                      the vocabulary (added tokens included) exceeds 65536
+  --hf-python PATH    hf: the Python interpreter that has the tokenizers package (default
+                      $AUTOLOCO_HF_PYTHON, else the venv of scripts/hf-env.sh:
+                      ${AUTOLOCO_TORCH_VENV:-~/.cache/autoloco/torch-2.11.0}/bin/python)
   --val-fraction F    expected share of documents in the validation split, in (0, 1)
                       (default 0.05)
   --doc-bytes N|auto  cut files longer than N bytes into documents at blank lines (default
@@ -56,6 +65,9 @@ examples:
   autoloco-prepare --tokenizer sentencepiece --vocab-size 4096 --out data/pydoc-sp4k \
       /usr/share/doc/python3.11/html/_sources
   autoloco-prepare --out data/novel novel.txt
+  scripts/hf-env.sh    # once: the Python with the tokenizers package
+  autoloco-prepare --tokenizer hf --hf-tokenizer gpt2/tokenizer.json --out data/pydoc-gpt2 \
+      /usr/share/doc/python3.11/html/_sources
 )";
 
 // Bad command lines exit with 2, data problems with 1.
@@ -168,6 +180,10 @@ bool parse(int argc, char** argv, autoloco::PrepareOptions& options, BenchReques
       options.sp_model_type = args.value(arg);
     } else if (arg == "--sp-model") {
       options.sp_model = args.value(arg);
+    } else if (arg == "--hf-tokenizer") {
+      options.hf_tokenizer = args.value(arg);
+    } else if (arg == "--hf-python") {
+      options.hf_python = args.value(arg);
     } else if (arg == "--doc-bytes") {
       const std::string value = args.value(arg);
       options.doc_bytes = value == "auto" ? 0 : parse_count(arg, value);
@@ -208,13 +224,21 @@ bool parse(int argc, char** argv, autoloco::PrepareOptions& options, BenchReques
     throw UsageError(fmt::format("--val-fraction must be in (0, 1), got {}", options.val_fraction));
   }
   if (options.shard_tokens == 0) throw UsageError("--shard-tokens must be positive");
-  if (options.tokenizer != "bytes" && options.tokenizer != "sentencepiece") {
+  if (options.tokenizer != "bytes" && options.tokenizer != "sentencepiece" &&
+      options.tokenizer != "hf") {
     throw UsageError(
-        fmt::format("--tokenizer must be bytes or sentencepiece, got '{}'", options.tokenizer));
+        fmt::format("--tokenizer must be bytes, sentencepiece or hf, got '{}'", options.tokenizer));
   }
   const bool sp_flags = options.vocab_size != 0 || !options.sp_model.empty();
-  if (options.tokenizer == "bytes" && sp_flags) {
+  if (options.tokenizer != "sentencepiece" && sp_flags) {
     throw UsageError("--vocab-size and --sp-model need --tokenizer sentencepiece");
+  }
+  const bool hf_flags = !options.hf_tokenizer.empty() || !options.hf_python.empty();
+  if (options.tokenizer != "hf" && hf_flags) {
+    throw UsageError("--hf-tokenizer and --hf-python need --tokenizer hf");
+  }
+  if (options.tokenizer == "hf" && options.hf_tokenizer.empty()) {
+    throw UsageError("--tokenizer hf needs --hf-tokenizer FILE (a tokenizer.json)");
   }
   if (options.tokenizer == "sentencepiece" &&
       (options.vocab_size != 0) == !options.sp_model.empty()) {
@@ -245,6 +269,10 @@ void print_summary(const autoloco::PrepareOptions& options, const autoloco::Prep
              r.val_shards.size());
   if (r.tokenizer == "bytes") {
     fmt::print("  tokenizer bytes: vocab_size {}\n", r.vocab_size);
+  } else if (r.tokenizer == "hf") {
+    fmt::print("  tokenizer hf (tokenizers {}): vocab_size {}, {}/{} from {}\n",
+               r.hf_library_version, r.vocab_size, options.out_dir, r.tokenizer_model,
+               options.hf_tokenizer);
   } else {
     fmt::print("  tokenizer sentencepiece ({}): vocab_size {}, {}/{}{}\n", r.sp_model_type,
                r.vocab_size, options.out_dir, r.tokenizer_model,

@@ -19,6 +19,7 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr size_t kReadChunk = 1 << 20;
+constexpr size_t kSniffBytes = 4096;
 
 uint64_t fnv1a(const std::string& text) {
   uint64_t hash = 0xcbf29ce484222325ULL;
@@ -168,6 +169,16 @@ size_t last_newline(std::string_view text, size_t from, size_t to, bool blank_li
 }
 
 }  // namespace
+
+// Declared in prepare.hpp; defined here, beside its one caller, so that autoloco_text does not
+// need autoloco_prepare's objects to link.
+bool looks_like_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return false;
+  char head[kSniffBytes];
+  in.read(head, sizeof(head));
+  return std::memchr(head, 0, static_cast<size_t>(in.gcount())) == nullptr;
+}
 
 bool has_suffix(const std::string& name, const std::vector<std::string>& suffixes) {
   for (const auto& s : suffixes) {

@@ -17,6 +17,7 @@ int tokenizer_threads(int requested) {
 std::vector<std::vector<uint32_t>> encode_documents(const Tokenizer& tokenizer,
                                                     const std::vector<std::string>& texts,
                                                     int threads) {
+  if (tokenizer.encodes_in_batches()) return tokenizer.encode_batch(texts);
   std::vector<std::vector<uint32_t>> tokens(texts.size());
   const size_t n = texts.size();
   std::atomic<size_t> next{0};

@@ -12,7 +12,9 @@
 namespace autoloco {
 
 // tokens[i] are the tokens of texts[i]. Threads take documents one at a time (a long document
-// does not hold the others up); the first exception of any thread is rethrown.
+// does not hold the others up); the first exception of any thread is rethrown. A tokenizer that
+// encodes in batches (Tokenizer::encodes_in_batches) gets them all in one call instead, and
+// spreads them over threads of its own.
 std::vector<std::vector<uint32_t>> encode_documents(const Tokenizer& tokenizer,
                                                     const std::vector<std::string>& texts,
                                                     int threads);

@@ -1,5 +1,5 @@
 // Corpus preparation: plan the documents, make the tokenizer, tokenize on every core, write
-// shards, tokenizer.model and prepare.json.
+// shards, tokenizer.model (or tokenizer.json) and prepare.json.
 #include "autoloco/data/prepare.hpp"
 
 #include <fmt/format.h>
@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "autoloco/data/documents.hpp"
+#include "autoloco/data/hf_tokenizer.hpp"
 #include "autoloco/data/parallel_encode.hpp"
 #include "autoloco/data/sentencepiece_tokenizer.hpp"
 #include "autoloco/data/shard.hpp"
@@ -30,17 +31,19 @@ namespace autoloco {
 namespace fs = std::filesystem;
 namespace {
 
-constexpr size_t kSniffBytes = 4096;
 // Documents are read and tokenized in batches of about this many bytes per thread.
 constexpr uint64_t kBatchBytesPerThread = uint64_t{4} << 20;
 constexpr const char* kTokenizerModel = "tokenizer.model";
+constexpr const char* kTokenizerJson = "tokenizer.json";
 constexpr uint64_t kMinDocBytes = 64;
 
 bool is_prepare_output(const std::string& name) {
   const bool shard = (name.rfind("train_", 0) == 0 || name.rfind("val_", 0) == 0) &&
                      has_suffix(name, {".bin", ".bin.tmp"});
-  return shard || name == "prepare.json" || name == "prepare.json.tmp" || name == kTokenizerModel ||
-         name == std::string(kTokenizerModel) + ".tmp";
+  for (const char* own : {"prepare.json", kTokenizerModel, kTokenizerJson}) {
+    if (name == own || name == std::string(own) + ".tmp") return true;
+  }
+  return shard;
 }
 
 // Accumulates one split's tokens and cuts them into shards of at most shard_tokens.
@@ -137,6 +140,12 @@ class TrainingLines {
 std::unique_ptr<Tokenizer> make_tokenizer(const PrepareOptions& options, const DocumentPlan& plan,
                                           PrepareReport& report) {
   if (options.tokenizer == "bytes") return std::make_unique<ByteTokenizer>();
+  if (options.tokenizer == "hf") {
+    auto hf = HfTokenizer::start(options.hf_tokenizer, options.hf_python,
+                                 tokenizer_threads(options.threads));
+    report.hf_library_version = hf->library_version();
+    return hf;
+  }
   std::unique_ptr<SentencePieceTokenizer> sp;
   if (!options.sp_model.empty()) {
     sp = SentencePieceTokenizer::from_file(options.sp_model);
@@ -176,6 +185,8 @@ std::vector<uint32_t> separator_tokens(const Tokenizer& tokenizer) {
 void tokenize_documents(const DocumentPlan& plan, const Tokenizer& tokenizer, int threads,
                         SplitWriter& train, SplitWriter& val, PrepareReport& report) {
   const std::vector<uint32_t> separator = separator_tokens(tokenizer);
+  // The hf tokenizer takes UTF-8 text only (Python strings): name the file that is not.
+  const bool utf8_only = dynamic_cast<const HfTokenizer*>(&tokenizer) != nullptr;
   const uint64_t batch_bytes = kBatchBytesPerThread * static_cast<uint64_t>(threads);
   const auto& docs = plan.documents;
   for (size_t begin = 0; begin < docs.size();) {
@@ -184,8 +195,16 @@ void tokenize_documents(const DocumentPlan& plan, const Tokenizer& tokenizer, in
     while (end < docs.size() && (end == begin || bytes < batch_bytes))
       bytes += docs[end++].size;
     std::vector<std::string> texts(end - begin);
-    for (size_t i = begin; i < end; ++i)
+    for (size_t i = begin; i < end; ++i) {
       texts[i - begin] = read_document(plan, docs[i]);
+      const size_t valid = utf8_only ? utf8_valid_prefix(texts[i - begin]) : 0;
+      if (utf8_only && valid != texts[i - begin].size()) {
+        throw DataError(fmt::format(
+            "input '{}' is not UTF-8 text (a bad byte at offset {}), which the hf tokenizer "
+            "needs; convert it (iconv) or leave it out (--ext)",
+            plan.files[docs[i].file].path.string(), docs[i].offset + valid));
+      }
+    }
     const Timer timer;
     const auto tokens = encode_documents(tokenizer, texts, threads);
     report.tokenize_s += timer.seconds();
@@ -223,14 +242,21 @@ void check_options(const PrepareOptions& options) {
     throw DataError(fmt::format("document bytes {} must be 0 (auto) or at least {}",
                                 options.doc_bytes, kMinDocBytes));
   }
-  if (options.tokenizer == "bytes") {
+  if (options.tokenizer != "hf" && (!options.hf_tokenizer.empty() || !options.hf_python.empty())) {
+    throw DataError("a Hugging Face tokenizer.json or its Python needs --tokenizer hf");
+  }
+  if (options.tokenizer == "bytes" || options.tokenizer == "hf") {
     if (options.vocab_size != 0 || !options.sp_model.empty()) {
       throw DataError("a vocabulary size or a SentencePiece model needs --tokenizer sentencepiece");
+    }
+    if (options.tokenizer == "hf" && options.hf_tokenizer.empty()) {
+      throw DataError("--tokenizer hf needs --hf-tokenizer FILE (a tokenizer.json)");
     }
     return;
   }
   if (options.tokenizer != "sentencepiece") {
-    throw DataError(fmt::format("tokenizer '{}' is not bytes or sentencepiece", options.tokenizer));
+    throw DataError(
+        fmt::format("tokenizer '{}' is not bytes, sentencepiece or hf", options.tokenizer));
   }
   if (options.sp_model.empty() == (options.vocab_size == 0)) {
     throw DataError(
@@ -271,8 +297,12 @@ void write_json(const fs::path& path, const PrepareReport& report, const Prepare
       .add("token_bits", static_cast<int64_t>(report.token_bits));
   if (!report.tokenizer_model.empty()) {
     json.add("tokenizer_model", report.tokenizer_model)
-        .add("tokenizer_model_crc32", static_cast<int64_t>(model_crc))
-        .add("sp_model_type", report.sp_model_type);
+        .add("tokenizer_model_crc32", static_cast<int64_t>(model_crc));
+  }
+  if (!report.sp_model_type.empty()) json.add("sp_model_type", report.sp_model_type);
+  if (!report.hf_library_version.empty()) {
+    json.add("hf_tokenizer", options.hf_tokenizer)
+        .add("hf_tokenizers_version", report.hf_library_version);
   }
   json.add("document_separator", "\n")
       .add("val_fraction", options.val_fraction)
@@ -335,13 +365,20 @@ PrepareReport run(const PrepareOptions& options) {
   report.train_shards = train.shards;
   report.val_shards = val.shards;
   report.val_unigram_entropy_nats = unigram_entropy_nats(val.counts);
+  // The tokenizer's file beside the shards (for the trainer, and for an HF export to ship), with
+  // its CRC-32, so that the trainer can tell a damaged copy.
   uint32_t model_crc = 0;
+  std::string model;
   if (const auto* sp = dynamic_cast<const SentencePieceTokenizer*>(tokenizer.get())) {
-    const std::string model = sp->serialized();
-    // Its CRC-32, so that the trainer can tell a damaged copy.
-    model_crc = crc32(model.data(), model.size());
+    model = sp->serialized();
     report.tokenizer_model = kTokenizerModel;
-    write_file_durable((out_dir / kTokenizerModel).string(), model);
+  } else if (const auto* hf = dynamic_cast<const HfTokenizer*>(tokenizer.get())) {
+    model = hf->json();  // the bytes that were encoded with, not the file as it is now
+    report.tokenizer_model = kTokenizerJson;
+  }
+  if (!report.tokenizer_model.empty()) {
+    model_crc = crc32(model.data(), model.size());
+    write_file_durable((out_dir / report.tokenizer_model).string(), model);
   }
   remove_stale(before, report);
   // Last, so a prepare.json always describes a complete set of shards.
@@ -367,14 +404,6 @@ double unigram_entropy_nats(const std::vector<uint64_t>& counts) {
 
 double unigram_entropy_nats(const std::array<uint64_t, 256>& counts) {
   return unigram_entropy_nats(std::vector<uint64_t>(counts.begin(), counts.end()));
-}
-
-bool looks_like_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return false;
-  char head[kSniffBytes];
-  in.read(head, sizeof(head));
-  return std::memchr(head, 0, static_cast<size_t>(in.gcount())) == nullptr;
 }
 
 PrepareReport prepare_corpus(const PrepareOptions& options) {

@@ -1,6 +1,7 @@
 // Corpus preparation behind autoloco-prepare: text files -> documents -> train/val split ->
-// tokens (bytes, or a SentencePiece model trained on the training split) -> token shards plus
-// prepare.json (and tokenizer.model). In the library so that tests can drive it directly.
+// tokens (bytes, a SentencePiece model trained on the training split or given, or a Hugging
+// Face tokenizer.json) -> token shards plus prepare.json (and tokenizer.model or
+// tokenizer.json). In the library so that tests can drive it directly.
 #pragma once
 
 #include <array>
@@ -29,7 +30,7 @@ struct PrepareOptions {
   // Files longer than this are cut into documents (documents.hpp); 0 = auto: whole files when
   // there are enough of them for the val split, else a size that gives it about 20 documents.
   uint64_t doc_bytes = 0;
-  // "bytes" (vocabulary 256) or "sentencepiece".
+  // "bytes" (vocabulary 256), "sentencepiece" or "hf".
   std::string tokenizer = "bytes";
   // SentencePiece: train a model of this vocabulary on the training split (when sp_model is
   // empty) ...
@@ -37,6 +38,10 @@ struct PrepareOptions {
   std::string sp_model_type = "bpe";  // bpe or unigram
   // ... or use this model file.
   std::string sp_model;
+  // hf: the tokenizer.json to encode with (copied to out_dir), and the Python interpreter whose
+  // tokenizers package encodes (hf_tokenizer.hpp; empty: default_hf_python()).
+  std::string hf_tokenizer;
+  std::string hf_python;
   // Threads that tokenize (and train); 0 = every core.
   int threads = 0;
   // Replace shards already in out_dir instead of refusing.
@@ -64,10 +69,12 @@ struct PrepareReport {
   double val_unigram_entropy_nats = 0.0;
   std::string tokenizer = "bytes";
   int64_t vocab_size = 256;
-  int token_bits = 16;          // the shards' token width
-  std::string tokenizer_model;  // "tokenizer.model" next to the shards, or empty
-  std::string sp_model_type;    // bpe/unigram when trained here, "given" for --sp-model
-  double tokenize_s = 0.0;      // seconds spent encoding (not reading or writing)
+  int token_bits = 16;  // the shards' token width
+  // "tokenizer.model" (sentencepiece) or "tokenizer.json" (hf) next to the shards, or empty
+  std::string tokenizer_model;
+  std::string sp_model_type;       // bpe/unigram when trained here, "given" for --sp-model
+  std::string hf_library_version;  // hf: the version of the Python tokenizers that encoded
+  double tokenize_s = 0.0;         // seconds spent encoding (not reading or writing)
   double train_tokenizer_s = 0.0;
   std::vector<std::string> warnings;
 
@@ -77,8 +84,8 @@ struct PrepareReport {
   }
 };
 
-// Each document is followed by a newline (one byte token, or the SentencePiece model's tokens
-// for "\n"). Throws DataError on bad inputs or a non-empty out_dir.
+// Each document is followed by a newline (one byte token, or the subword tokenizer's tokens
+// for "\n" on its own). Throws DataError on bad inputs or a non-empty out_dir.
 PrepareReport prepare_corpus(const PrepareOptions& options);
 
 // -sum p ln p in nats over the non-zero counts; 0 for no data.

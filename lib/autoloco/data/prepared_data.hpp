@@ -14,11 +14,12 @@ namespace autoloco {
 
 struct PreparedData {
   std::string json_path;  // the prepare.json it came from
-  std::string tokenizer;  // "bytes" or "sentencepiece"
+  std::string tokenizer;  // "bytes", "sentencepiece" or "hf"
   int64_t vocab_size = 0;
   // Bytes of text per token of the val split; NaN when the file predates it.
   double val_bytes_per_token = std::numeric_limits<double>::quiet_NaN();
-  std::string tokenizer_model;         // path of the model file, or empty (bytes)
+  // path of the model file (tokenizer.model, tokenizer.json), or empty (bytes)
+  std::string tokenizer_model;
   int64_t tokenizer_model_crc32 = -1;  // -1: not recorded
 
   // Same tokenizer: name, vocabulary and model contents.

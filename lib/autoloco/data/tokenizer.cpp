@@ -7,6 +7,14 @@
 
 namespace autoloco {
 
+std::vector<std::vector<uint32_t>> Tokenizer::encode_batch(
+    const std::vector<std::string>& texts) const {
+  std::vector<std::vector<uint32_t>> tokens(texts.size());
+  for (size_t i = 0; i < texts.size(); ++i)
+    encode(texts[i], tokens[i]);
+  return tokens;
+}
+
 void ByteTokenizer::encode(std::string_view text, std::vector<uint32_t>& out) const {
   out.reserve(out.size() + text.size());
   for (char c : text)
