@@ -1,0 +1,144 @@
+// Unit tests of the Hugging Face interchange (model/hf_*.hpp): names and layouts per
+// architecture, config.json written and read back, the check that refuses another model, and
+// export then import giving back every parameter bitwise. tests/hf/check_hf.py checks the same
+// files against transformers itself.
+#include <torch/torch.h>
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "../support/temp_dir.hpp"
+#include "autoloco/model/decoder.hpp"
+#include "autoloco/model/hf_config.hpp"
+#include "autoloco/model/hf_names.hpp"
+#include "autoloco/model/hf_weights.hpp"
+#include "autoloco/util/error.hpp"
+
+using autoloco::ModelConfig;
+
+namespace {
+
+ModelConfig small(const std::string& arch, bool tied, int64_t kv_heads = 0) {
+  ModelConfig c;
+  c.arch = arch;
+  c.n_layer = 2;
+  c.n_head = 4;
+  c.n_kv_head = kv_heads;
+  c.d_model = 32;
+  c.seq_len = 16;
+  c.vocab_size = 40;
+  c.tie_embeddings = tied;
+  if (arch == "llama") c.multiple_of = 16;
+  return c;
+}
+
+autoloco::NamedTensors parameters_of(autoloco::Decoder& model) {
+  autoloco::NamedTensors out;
+  for (const auto& item : model->named_parameters())
+    out.emplace_back(item.key(), item.value().detach().clone());
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("HF names follow GPT2LMHeadModel and LlamaForCausalLM", "[hf]") {
+  const auto gpt2 = autoloco::hf_params(small("gpt2", false));
+  CHECK(gpt2.front().hf == "transformer.wte.weight");
+  CHECK(gpt2[2].hf == "transformer.h.0.ln_1.weight");
+  CHECK(gpt2[4].ours == "blocks.0.attn.qkv.weight");
+  CHECK(gpt2[4].hf == "transformer.h.0.attn.c_attn.weight");
+  CHECK(gpt2[4].transposed);
+  CHECK_FALSE(gpt2[5].transposed);  // the bias
+  CHECK(gpt2.back().hf == "lm_head.weight");
+  CHECK_FALSE(gpt2.back().transposed);
+  const auto llama = autoloco::hf_params(small("llama", true, 2));
+  CHECK(llama.front().hf == "model.embed_tokens.weight");
+  CHECK(llama[2].hf == "model.layers.0.self_attn.q_proj.weight");
+  CHECK(llama.back().hf == "model.norm.weight");  // tied: no lm_head
+  for (const auto& p : llama)
+    CHECK_FALSE(p.transposed);
+}
+
+TEST_CASE("config.json reads back as the model keys it was written from", "[hf]") {
+  for (const ModelConfig& c : {small("gpt2", true), small("gpt2", false), small("llama", false, 2),
+                               small("llama", true)}) {
+    INFO(c.arch << " tied " << c.tie_embeddings);
+    autoloco::test::TempDir dir("hf-config");
+    std::ofstream(dir.path / "config.json") << autoloco::hf_config_json(c, {});
+    const ModelConfig back = autoloco::read_hf_config(dir.path.string());
+    CHECK_NOTHROW(autoloco::check_hf_config(c, back, dir.path.string()));
+    CHECK(back.arch == c.arch);
+    CHECK(back.tie_embeddings == c.tie_embeddings);
+  }
+}
+
+TEST_CASE("a directory of another model is refused naming each key and both values", "[hf]") {
+  autoloco::test::TempDir dir("hf-other");
+  const ModelConfig hf = small("llama", false, 2);
+  std::ofstream(dir.path / "config.json") << autoloco::hf_config_json(hf, {});
+  ModelConfig run = hf;
+  run.n_layer = 3;
+  run.n_kv_head = 4;
+  const auto read = autoloco::read_hf_config(dir.path.string());
+  CHECK_THROWS_WITH(autoloco::check_hf_config(run, read, dir.path.string()),
+                    Catch::Contains("model.n_layer: this run has 3") &&
+                        Catch::Contains("config.json has 2") &&
+                        Catch::Contains("model.n_kv_head: this run has 4"));
+  run = hf;
+  run.arch = "gpt2";
+  CHECK_THROWS_WITH(autoloco::check_hf_config(run, read, dir.path.string()),
+                    Catch::Contains("model.arch: this run has gpt2"));
+  // A shorter context than the directory's is fine for llama.
+  run = hf;
+  run.seq_len = 8;
+  CHECK_NOTHROW(autoloco::check_hf_config(run, read, dir.path.string()));
+}
+
+TEST_CASE("config.json with features autoloco lacks is refused, naming the field", "[hf]") {
+  autoloco::test::TempDir dir("hf-unsupported");
+  std::ofstream(dir.path / "config.json")
+      << R"({"model_type": "llama", "vocab_size": 40, "hidden_size": 32, "intermediate_size": 64,
+             "num_hidden_layers": 2, "num_attention_heads": 4, "max_position_embeddings": 16,
+             "rope_scaling": {"rope_type": "llama3", "factor": 32.0}})";
+  CHECK_THROWS_WITH(autoloco::read_hf_config(dir.path.string()), Catch::Contains("rope_scaling"));
+  std::filesystem::remove(dir.path / "config.json");
+  std::ofstream(dir.path / "config.json") << R"({"model_type": "mistral"})";
+  CHECK_THROWS_WITH(autoloco::read_hf_config(dir.path.string()), Catch::Contains("mistral"));
+  CHECK_THROWS_WITH(autoloco::read_hf_config((dir.path / "none").string()),
+                    Catch::Contains("no config.json"));
+}
+
+TEST_CASE("export then import gives back every parameter bitwise, sharded or not", "[hf]") {
+  for (const ModelConfig& c : {small("gpt2", true), small("gpt2", false), small("llama", false, 2),
+                               small("llama", true)}) {
+    for (const uint64_t shard : {autoloco::kHfMaxShardBytes, uint64_t{20'000}}) {
+      INFO(c.arch << " tied " << c.tie_embeddings << " shard " << shard);
+      torch::manual_seed(11);
+      auto model = autoloco::make_decoder(c);
+      const auto ours = parameters_of(model);
+      autoloco::test::TempDir dir("hf-roundtrip");
+      const std::string out = (dir.path / "model").string();
+      autoloco::HfExport options;
+      options.max_shard_bytes = shard;
+      const auto files = autoloco::export_hf(out, c, ours, options);
+      CHECK(std::filesystem::exists(out + "/config.json"));
+      CHECK(std::filesystem::exists(out + "/model.safetensors.index.json") ==
+            (shard < autoloco::kHfMaxShardBytes));
+      const auto back = autoloco::import_hf(out, c);
+      REQUIRE(back.size() == ours.size());
+      for (size_t i = 0; i < ours.size(); ++i) {
+        INFO(ours[i].first);
+        CHECK(back[i].first == ours[i].first);
+        CHECK(torch::equal(back[i].second, ours[i].second));
+      }
+      auto other = autoloco::make_decoder(c);
+      autoloco::load_parameters(*other, back);
+      const auto idx = torch::randint(0, c.vocab_size, {2, 8}, torch::kLong);
+      CHECK(torch::equal(other->forward(idx), model->forward(idx)));
+      // A second export into the same directory writes nothing.
+      CHECK_THROWS_WITH(autoloco::export_hf(out, c, ours, options), Catch::Contains("exists"));
+    }
+  }
+}
