@@ -1,7 +1,8 @@
 // Writes the generated part of the seed corpus of the fuzz targets (tests/fuzz/corpus): token
-// shards, small checkpoint files laid out like a run's global.h5, and manifests, each valid and
-// a few near-valid variants (among them checkpoint files whose dimensions overflow or exceed the
-// file, a short sync/pending_scalars, and manifests naming files outside the checkpoint); and
+// shards, small checkpoint files laid out like a run's global.h5, manifests, and safetensors
+// files and indexes, each valid and a few near-valid variants (among them checkpoint files whose
+// dimensions overflow or exceed the file, a short sync/pending_scalars, manifests naming files
+// outside the checkpoint, safetensors files whose tensors overlap or overflow); and
 // the config target's dictionary (tests/fuzz/config.dict: every section and key). Run from the
 // repository root after changing a format or adding a key:
 //   build/fuzz/make_seeds tests/fuzz
@@ -18,6 +19,8 @@
 #include "autoloco/ckpt/manifest.hpp"
 #include "autoloco/config/config.hpp"
 #include "autoloco/data/shard.hpp"
+#include "autoloco/model/safetensors_dir.hpp"
+#include "autoloco/model/safetensors_writer.hpp"
 
 namespace fs = std::filesystem;
 using namespace autoloco;
@@ -142,6 +145,52 @@ void manifests(const fs::path& dir, const DatasetSums& sums) {
   write_file(dir / "negative_size.json", negative.to_json());
 }
 
+// A file of each dtype the trainer writes, and hand-made headers that break one rule each; and
+// model.safetensors.index.json, valid and naming a file outside its directory.
+void safetensors(const fs::path& dir) {
+  const std::vector<float> f32 = {1.0f, -2.0f, 0.5f, 3.25f, 0.0f, -0.0f};
+  const std::vector<uint16_t> half = {0x3f80, 0xc000, 0x3c00};  // bf16 1, -2; f16 1
+  const std::vector<int64_t> i64 = {-1, 258};
+  fs::remove(dir / "model.safetensors");
+  write_safetensors_file(
+      (dir / "model.safetensors").string(),
+      {SafetensorsBlob{"model.embed_tokens.weight", SafetensorsDtype::F32, {2, 3}, f32.data(), {}},
+       SafetensorsBlob{"model.norm.weight", SafetensorsDtype::BF16, {2}, half.data(), {}},
+       SafetensorsBlob{"lm_head.weight", SafetensorsDtype::F16, {1, 1}, half.data() + 2, {}},
+       SafetensorsBlob{"step", SafetensorsDtype::I64, {}, i64.data(), {}},
+       SafetensorsBlob{"empty", SafetensorsDtype::F32, {0, 4}, nullptr, {}}});
+  const auto raw = [&](const char* name, const std::string& header, size_t data_bytes) {
+    std::string bytes(8, '\0');
+    for (int i = 0; i < 8; ++i)
+      bytes[static_cast<size_t>(i)] = static_cast<char>((header.size() >> (8 * i)) & 0xff);
+    write_file(dir / name, bytes + header + std::string(data_bytes, '\x01'));
+  };
+  raw("overlap.safetensors",
+      R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+      R"("b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+      8);
+  raw("hole.safetensors",
+      R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
+      R"("b":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}})",
+      12);
+  raw("overflow_dims.safetensors",
+      R"({"a":{"dtype":"F64","shape":[4294967296,4294967296],"data_offsets":[0,0]}})", 0);
+  raw("size_mismatch.safetensors", R"({"a":{"dtype":"BF16","shape":[3],"data_offsets":[0,4]}})", 4);
+  raw("unknown_dtype.safetensors",
+      R"({"__metadata__":{"format":"pt"},"a":{"dtype":"F24","shape":[1],"data_offsets":[0,3]}})",
+      3);
+  raw("out_of_bounds.safetensors", R"({"a":{"dtype":"U8","shape":[16],"data_offsets":[0,16]}})", 8);
+  const std::string valid = read_file(dir / "model.safetensors");
+  write_file(dir / "truncated.safetensors", valid.substr(0, valid.size() / 2));
+  SafetensorsIndex index;
+  index.total_size = 32;
+  index.weight_map = {{"model.embed_tokens.weight", "model-00001-of-00002.safetensors"},
+                      {"lm_head.weight", "model-00002-of-00002.safetensors"}};
+  write_file(dir / "index.json", encode_safetensors_index(index));
+  index.weight_map["lm_head.weight"] = "../model-00002-of-00002.safetensors";
+  write_file(dir / "index_parent.json", encode_safetensors_index(index));
+}
+
 // libFuzzer dictionary entries: sections, keys as a YAML mapping writes them and as --set
 // writes them, and values the validation tells apart.
 void config_dict(const fs::path& path) {
@@ -203,13 +252,14 @@ int main(int argc, char** argv) {
     return 2;
   }
   const fs::path root = fs::path(argv[1]) / "corpus";
-  for (const char* target : {"shard", "manifest", "checkpoint"})
+  for (const char* target : {"shard", "manifest", "checkpoint", "safetensors"})
     fs::create_directories(root / target);
   shards(root / "shard");
   checkpoint(root / "checkpoint" / "minimal.h5", false);
   const DatasetSums sums = checkpoint(root / "checkpoint" / "global.h5", true);
   damaged_checkpoints(root / "checkpoint");
   manifests(root / "manifest", sums);
+  safetensors(root / "safetensors");
   config_dict(fs::path(argv[1]) / "config.dict");
   return 0;
 }
