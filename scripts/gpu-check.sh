@@ -4,7 +4,7 @@
 # builds autoloco against the python torch package's LibTorch and NCCL (the system's, else the
 # nvidia-nccl-cu13 wheel's), runs the gpu-labelled tests, then
 # `autoloco-bench --train configs/gpt2-small.yaml` as 1 dc on the GPU and as 2 and 4 simulated
-# dcs (one rank each) sharing it, and prints a table.
+# dcs (one rank each) sharing it, and configs/llama-3.2-1b.yaml as 1 dc, and prints a table.
 #
 #   scripts/gpu-check.sh [--skip-build | --build-only] [--no-tests] [--no-bench] [--cpu-smoke]
 #
@@ -323,20 +323,21 @@ fi
 # --- (f) the benches -----------------------------------------------------------------------
 bench_overrides=(--set "interval.H=$interval" --set topology.ranks_per_dc=1)
 if ((cpu_smoke)); then
-  for kv in run.device=cpu model.n_layer=2 model.d_model=64 model.n_head=2 model.seq_len=64 \
-    model.vocab_size=256 data.batch_size=2 run.precision=fp32 run.threads=1; do
+  for kv in run.device=cpu model.n_layer=2 model.d_model=64 model.n_head=2 model.n_kv_head=0 \
+    model.seq_len=64 model.vocab_size=256 data.batch_size=2 run.precision=fp32 run.threads=1; do
     bench_overrides+=(--set "$kv")
   done
 fi
 
-# run_bench LABEL NP: one autoloco-bench --train under mpiexec; its JSON, labelled, goes to
-# bench.jsonl.
+# run_bench LABEL NP [CONFIG]: one autoloco-bench --train under mpiexec (CONFIG default
+# configs/gpt2-small.yaml); its JSON, labelled, goes to bench.jsonl.
 run_bench() {
-  local label=$1 np=$2 out="$work/bench-$1.out" err="$work/bench-$1.err" json
+  local label=$1 np=$2 config=${3:-configs/gpt2-small.yaml} out="$work/bench-$1.out"
+  local err="$work/bench-$1.err" json
   say "bench $label: $np rank(s)"
   if timeout --kill-after=10 "$bench_timeout" "$mpiexec" -n "$np" --oversubscribe \
     --allow-run-as-root --bind-to none "$build_dir/apps/autoloco-bench" --train \
-    configs/gpt2-small.yaml "${bench_overrides[@]}" --steps "$steps" --warmup "$warmup" \
+    "$config" "${bench_overrides[@]}" --steps "$steps" --warmup "$warmup" \
     >"$out" 2>"$err"; then
     json=$(grep '^{"benchmark":"train"' "$out" | tail -n 1 || true)
     if [[ -n "$json" ]]; then
@@ -355,5 +356,7 @@ if ((!no_bench)); then
   run_bench 1dc 1
   run_bench 2dc 2
   run_bench 4dc 4
+  # The llama preset's step time and MFU (issue 32): one dc on the GPU.
+  run_bench llama-1b-1dc 1 configs/llama-3.2-1b.yaml
   echo "phase: $((SECONDS - phase_start))s"
 fi
