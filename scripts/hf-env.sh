@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # hf-env.sh: the Python environment of the Hugging Face checks (torch, transformers, safetensors,
-# tokenizers), and the interpreter of autoloco-prepare --tokenizer hf.
+# tokenizers; sentencepiece and protobuf for the SentencePiece tokenizer.model that transformers'
+# LlamaTokenizer reads), and the interpreter of autoloco-prepare --tokenizer hf.
 #
 # It reuses the venv of scripts/torch-cuda.sh (torch==2.11.0, installed there with --no-deps;
 # called first so that the venv exists: no second torch is downloaded) and pip installs into it,
@@ -38,7 +39,7 @@ want=$(grep -v '^ *#' "$requirements" | grep -v '^ *$' | sort)
 
 installed_ok() {
   [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]] &&
-    "$python" -c 'import tokenizers, safetensors' 2>/dev/null
+    "$python" -c 'import tokenizers, safetensors, sentencepiece, google.protobuf' 2>/dev/null
 }
 
 if installed_ok; then
@@ -53,7 +54,9 @@ else
   fi
   # A quick import of everything, offline: a missing requirement shows here, not in a test.
   if ! HF_HUB_OFFLINE=1 "$python" -c 'import torch, transformers, safetensors, tokenizers
-from transformers import LlamaForCausalLM, GPT2LMHeadModel' >&2; then
+import sentencepiece, google.protobuf
+from sentencepiece import sentencepiece_model_pb2
+from transformers import LlamaForCausalLM, GPT2LMHeadModel, LlamaTokenizer' >&2; then
     die "the packages installed but do not import (see above); remove $stamp and rerun"
   fi
   printf '%s\n' "$want" >"$stamp"

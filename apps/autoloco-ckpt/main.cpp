@@ -40,12 +40,21 @@ commands:
                              from dc_<DC>.h5's replica with --replica DC or when the run has
                              no anchor (ddp: dc 0). Never writes over OUT.h5
   export --format hf CKPT OUT_DIR [--replica DC] [--max-shard-bytes N]
+         [--tokenizer DIR | --no-tokenizer]
                              writes a Hugging Face model directory (GPT2LMHeadModel or
                              LlamaForCausalLM): config.json, generation_config.json and
                              model.safetensors, or shards of at most N bytes (default 5 GB)
-                             with model.safetensors.index.json, as save_pretrained does.
-                             transformers' from_pretrained, lm_eval --model hf and inference
-                             servers load it (docs/models.md). Never writes over a file
+                             with model.safetensors.index.json, as save_pretrained does, and
+                             the run's tokenizer: found through the prepare.json beside the
+                             run's data.train shards (relative paths from the current
+                             directory), or in DIR, a directory autoloco-prepare wrote.
+                             sentencepiece: tokenizer.model and a tokenizer_config.json for
+                             LlamaTokenizer; hf: tokenizer.json; bytes: a byte-level
+                             tokenizer.json; no BOS/EOS added, as in the shards, and their ids
+                             in config.json. Without the data it says so and exports the rest.
+                             transformers' from_pretrained and AutoTokenizer, lm_eval --model
+                             hf and inference servers load it (docs/models.md). Never writes
+                             over a file
   logits SRC --tokens FILE --out FILE [--replica DC]
                              autoloco's float32 logits [B, T, V] of a batch (FILE: one
                              sequence of token ids per line) under the model of a checkpoint
@@ -65,6 +74,7 @@ examples:
   autoloco-ckpt diff runs/a/checkpoints/step_100 runs/a/checkpoints/step_200 --top 10
   autoloco-ckpt export runs/a/checkpoints/step_200 model.h5
   autoloco-ckpt export --format hf runs/a/checkpoints/step_200 hf/a-200
+  autoloco-ckpt export --format hf --tokenizer data/pydoc-sp4k runs/a/checkpoints/step_200 hf/b
 )";
 
 }  // namespace

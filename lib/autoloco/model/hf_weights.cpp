@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 
@@ -89,9 +90,21 @@ std::vector<std::string> hf_export_files(const ModelConfig& model, const NamedTe
 std::vector<std::string> export_hf(const std::string& dir, const ModelConfig& model,
                                    const NamedTensors& ours, const HfExport& options) {
   const NamedTensors hf = to_hf(model, ours);
-  refuse_existing(dir, hf_export_files(model, ours, options.max_shard_bytes));
+  std::vector<std::string> files = hf_export_files(model, ours, options.max_shard_bytes);
+  for (const HfFile& f : options.extra_files) {
+    if (f.name.empty() || f.name.find('/') != std::string::npos ||
+        std::find(files.begin(), files.end(), f.name) != files.end()) {
+      throw Error(fmt::format("HF export: '{}' is not a new file name of the directory", f.name));
+    }
+    files.push_back(f.name);
+  }
+  refuse_existing(dir, files);
   fs::create_directories(dir);
   std::vector<std::string> written = save_safetensors(dir, hf, options.max_shard_bytes);
+  for (const HfFile& f : options.extra_files) {
+    write_text(dir + "/" + f.name, f.contents);
+    written.push_back(f.name);
+  }
   // config.json last: a directory that has it has its weights.
   write_text(dir + "/generation_config.json", hf_generation_config_json(options.tokens));
   written.emplace_back("generation_config.json");

@@ -12,6 +12,7 @@
 
 #include "autoloco/config/config.hpp"
 #include "autoloco/model/hf_config.hpp"
+#include "autoloco/model/hf_tokenizer_files.hpp"
 #include "autoloco/model/safetensors.hpp"
 
 namespace autoloco {
@@ -19,16 +20,20 @@ namespace autoloco {
 struct HfExport {
   HfSpecialTokens tokens;
   uint64_t max_shard_bytes = kHfMaxShardBytes;
+  // Written after the weights and before generation_config.json (the tokenizer's files,
+  // hf_tokenizer_files), under the same rule: none may exist.
+  std::vector<HfFile> extra_files;
 };
 
-// The files export writes, in the order written (the tokenizer's are added by the caller).
+// The files export writes, in the order written, without HfExport::extra_files.
 std::vector<std::string> hf_export_files(const ModelConfig& model, const NamedTensors& ours,
                                          uint64_t max_shard_bytes);
 
-// Writes the model into `dir` (created when missing). `ours` holds every parameter under our
-// names (hf_params), any dtype and device. Nothing is written over: an existing file of those
-// export writes is a CheckpointError naming it, raised before any file is written. Returns the
-// names of the files written.
+// Writes the model into `dir` (created when missing): the weights, options.extra_files,
+// generation_config.json and config.json last. `ours` holds every parameter under our names
+// (hf_params), any dtype and device. Nothing is written over: an existing file of those export
+// writes is a CheckpointError naming it, raised before any file is written. Returns the names
+// of the files written.
 std::vector<std::string> export_hf(const std::string& dir, const ModelConfig& model,
                                    const NamedTensors& ours, const HfExport& options = {});
 

@@ -1,0 +1,79 @@
+// The tokenizer's files of a Hugging Face model directory, from the tokenizer autoloco-prepare
+// used (prepare.json's "tokenizer" and its model file), so that transformers' AutoTokenizer
+// gives the ids the run trained on:
+//   sentencepiece: tokenizer.model, copied, and a tokenizer_config.json for LlamaTokenizer (a BPE
+//                  model with no normalisation rules, as autoloco-prepare trains) or, for other
+//                  models (unigram, normalisation rules), PreTrainedTokenizerFast, which
+//                  transformers builds from the model's own settings; no BOS or EOS added, and
+//                  "<s>" in a text is text, as SentencePiece reads it (split_special_tokens);
+//   hf:            tokenizer.json, copied, and a tokenizer_config.json for PreTrainedTokenizerFast
+//                  that adds no special tokens, as autoloco-prepare encodes;
+//   bytes:         a byte-level tokenizer.json (id = byte, through BPE byte fallback; no merges)
+//                  and its tokenizer_config.json.
+// transformers reads a tokenizer.model with the sentencepiece and protobuf packages
+// (scripts/hf-requirements.txt). No torch, no SentencePiece library: tokenizer.model is read
+// here as the protobuf it is.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "autoloco/model/hf_config.hpp"
+
+namespace autoloco {
+
+// A file of an export, held in memory: its name in the directory and its bytes.
+struct HfFile {
+  std::string name;
+  std::string contents;
+};
+
+// What a SentencePiece tokenizer.model holds that the export needs (ModelProto's fields, with
+// protobuf's defaults for those the file leaves out).
+struct SentencePieceModelInfo {
+  struct Piece {
+    std::string piece;
+    int type = 1;  // 1 normal, 2 unknown, 3 control, 4 user defined, 5 unused, 6 byte
+  };
+  std::vector<Piece> pieces;
+  int model_type = 1;  // 1 unigram, 2 bpe, 3 word, 4 char
+  bool byte_fallback = false;
+  bool split_by_whitespace = true;
+  bool treat_whitespace_as_suffix = false;
+  int64_t unk_id = 0, bos_id = 1, eos_id = 2, pad_id = -1;  // -1: none
+  std::string normalizer_name;
+  bool precompiled_charsmap = false;  // normalisation rules (nmt_nfkc, ...); identity has none
+  bool add_dummy_prefix = true;
+  bool remove_extra_whitespaces = true;
+  bool escape_whitespaces = true;
+
+  // The piece of `id`, or nothing when `id` is negative or past the pieces.
+  std::optional<std::string> piece(int64_t id) const;
+  // "bpe", "unigram", "word", "char".
+  std::string model_type_name() const;
+};
+
+// Parses a serialised SentencePiece model. Throws DataError naming `what` when it is not one.
+SentencePieceModelInfo parse_sentencepiece_model(const std::string& bytes, const std::string& what);
+
+struct HfTokenizerFiles {
+  std::vector<HfFile> files;       // in the order they are written
+  std::string tokenizer_class;     // what tokenizer_config.json names
+  HfSpecialTokens tokens;          // BOS and EOS ids where the tokenizer defines them
+  std::vector<std::string> notes;  // where transformers may not give autoloco-prepare's ids
+};
+
+// The files for the tokenizer `kind` ("bytes", "sentencepiece" or "hf", as prepare.json names
+// it) whose model file is `model_file` (tokenizer.model, tokenizer.json; unused for bytes).
+// `model_max_length` goes into tokenizer_config.json (the run's seq_len). Throws DataError naming
+// the file when it cannot be read or is not what `kind` says, Error for an unknown kind.
+HfTokenizerFiles hf_tokenizer_files(const std::string& kind, const std::string& model_file,
+                                    int64_t model_max_length);
+
+// The byte tokenizer as a tokenizer.json: pieces "<0x00>".."<0xFF>" with ids 0..255, a BPE
+// without merges whose byte fallback maps every byte of the UTF-8 text to its own id.
+std::string byte_level_tokenizer_json();
+
+}  // namespace autoloco
