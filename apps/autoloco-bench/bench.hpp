@@ -23,6 +23,13 @@ struct Args {
   bool ckpt = false;
   bool train = false;
   bool overlap = false;
+  bool hf_step = false;
+  // --hf-step: the interpreter with torch and transformers (empty: scripts/hf-env.sh's venv, as
+  // autoloco-prepare --tokenizer hf finds it), and the kind of its torch.optim.AdamW: fused (the
+  // default of transformers' Trainer with torch >= 2.8, "adamw_torch_fused"), foreach, or default
+  // (torch's own choice: a per-parameter loop on the CPU).
+  std::string python;
+  std::string hf_adamw = "fused";
   // --tokenize: the arguments after it go to autoloco-prepare --bench (tokenize.cpp).
   bool tokenize = false;
   std::vector<std::string> tokenize_args;
@@ -73,6 +80,10 @@ JsonObject model_json(const ModelConfig& model, int64_t parameters);
 
 // Trainer inner step against a plain LibTorch loop, in one process.
 int throughput(const Args& args);
+
+// The Trainer's inner step against a transformers LlamaForCausalLM training step of the same
+// model (a Python helper process), taking turns, on the CPU.
+int hf_step(const Args& args);
 
 // The inner steps alone, beside a communication thread that waits patiently on the link, and
 // beside one that spins in MPI_Wait, in one process.

@@ -3,15 +3,16 @@
 //                  [--peak-tflops F]
 //   autoloco-bench --throughput [CONFIG.yaml] [--set k=v ...] [--steps N] [--warmup N]
 //                  [--repeats R]
+//   autoloco-bench --hf-step [CONFIG.yaml] [--set k=v ...] [--steps N] [--warmup N]
+//                  [--repeats R] [--python PATH] [--hf-adamw fused|foreach|default]
 //   autoloco-bench --overlap [CONFIG.yaml] [--set k=v ...] [--steps N] [--warmup N]
 //                  [--repeats R]
 //   mpirun -n N autoloco-bench --comm [--ranks-per-dc R] [--sizes n1,n2,...] [--iters I]
 //                  [--warmup W] [--link-gbps B [--mtu M]]
 //   autoloco-bench --ckpt [--bytes N[K|M|G]] [--dir D] [--repeat R]
 //   autoloco-bench --tokenize --sp-model M [--threads N] [--repeat R] [--spm-encode P] TEXT
-// See train.cpp, throughput.cpp, overlap.cpp, comm.cpp, link.cpp, ckpt.cpp and tokenize.cpp for
-// what each
-// measures.
+// See train.cpp, throughput.cpp, hf_step.cpp, overlap.cpp, comm.cpp, link.cpp, ckpt.cpp and
+// tokenize.cpp for what each measures.
 #include <mpi.h>
 
 #include <cmath>
@@ -35,6 +36,8 @@ constexpr const char* kUsage =
     "[--warmup N] [--peak-tflops F]\n"
     "       autoloco-bench --throughput [CONFIG.yaml] [--set k=v ...] [--steps N] [--warmup N] "
     "[--repeats R]\n"
+    "       autoloco-bench --hf-step [CONFIG.yaml] [--set k=v ...] [--steps N] [--warmup N] "
+    "[--repeats R] [--python PATH] [--hf-adamw fused|foreach|default]\n"
     "       autoloco-bench --overlap [CONFIG.yaml] [--set k=v ...] [--steps N] [--warmup N] "
     "[--repeats R]\n"
     "       mpirun -n N autoloco-bench --comm [--ranks-per-dc R] [--sizes n1,n2,...] "
@@ -122,6 +125,15 @@ Args parse_args(int argc, char** argv) {
       a.train = true;
     } else if (arg == "--throughput") {
       a.throughput = true;
+    } else if (arg == "--hf-step") {
+      a.hf_step = true;
+    } else if (arg == "--python") {
+      a.python = value();
+    } else if (arg == "--hf-adamw") {
+      a.hf_adamw = value();
+      if (a.hf_adamw != "fused" && a.hf_adamw != "foreach" && a.hf_adamw != "default") {
+        throw ConfigError("--hf-adamw must be fused, foreach or default, not '" + a.hf_adamw + "'");
+      }
     } else if (arg == "--overlap") {
       a.overlap = true;
     } else if (arg == "--comm") {
@@ -171,11 +183,11 @@ Args parse_args(int argc, char** argv) {
       throw ConfigError("unknown argument '" + arg + "'\n" + kUsage);
     }
   }
-  if (int{a.train} + int{a.throughput} + int{a.overlap} + int{a.comm} + int{a.ckpt} +
-          int{a.tokenize} !=
+  if (int{a.train} + int{a.throughput} + int{a.hf_step} + int{a.overlap} + int{a.comm} +
+          int{a.ckpt} + int{a.tokenize} !=
       1) {
-    throw ConfigError(std::string("choose one benchmark: --train, --throughput, --overlap, "
-                                  "--comm, --ckpt or --tokenize\n") +
+    throw ConfigError(std::string("choose one benchmark: --train, --throughput, --hf-step, "
+                                  "--overlap, --comm, --ckpt or --tokenize\n") +
                       kUsage);
   }
   if (a.steps <= 0 || a.warmup < 0 || a.repeats <= 0 || a.iters <= 0 || a.ranks_per_dc <= 0) {
@@ -210,6 +222,7 @@ int main(int argc, char** argv) {
     const Args args = parse_args(argc, argv);
     code = args.train        ? bench::train(args)
            : args.throughput ? bench::throughput(args)
+           : args.hf_step    ? bench::hf_step(args)
            : args.overlap    ? bench::overlap(args)
            : args.comm       ? bench::comm(args)
                              : bench::ckpt(args);

@@ -1,6 +1,7 @@
 // autoloco-bench --throughput: the Trainer's inner step against a plain LibTorch loop (same
 // model, batch, threads, torch::optim::AdamW, clipping) in one process on synthetic tokens,
-// alternating the two R times; reports the best tokens/s of each and their ratio.
+// alternating the two R times; reports the best tokens/s of each and their ratio, and every
+// repeat's tokens/s with the medians and their ratio (the machine may be shared).
 #include <mpi.h>
 #include <torch/torch.h>
 #include <unistd.h>
@@ -25,6 +26,12 @@
 
 namespace autoloco::bench {
 namespace {
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2.0;
+}
 
 double time_trainer(Trainer& trainer, int64_t warmup, int64_t steps) {
   for (int64_t i = 0; i < warmup; ++i)
@@ -148,15 +155,16 @@ int throughput(const Args& args) {
   torch::manual_seed(static_cast<uint64_t>(c.run.seed));
   PlainLoop plain(c, data);
 
-  double best_trainer = 1e300, best_plain = 1e300;
-  for (int64_t r = 0; r < args.repeats; ++r) {
-    best_plain = std::min(best_plain, plain.time(r == 0 ? args.warmup : 0, args.steps));
-    best_trainer =
-        std::min(best_trainer, time_trainer(trainer, r == 0 ? args.warmup : 0, args.steps));
-  }
   const double tokens = static_cast<double>(args.steps * trainer.tokens_per_step());
-  const double trainer_tps = tokens / best_trainer;
-  const double plain_tps = tokens / best_plain;
+  std::vector<double> trainer_repeats, plain_repeats;  // tokens/s
+  for (int64_t r = 0; r < args.repeats; ++r) {
+    plain_repeats.push_back(tokens / plain.time(r == 0 ? args.warmup : 0, args.steps));
+    trainer_repeats.push_back(tokens / time_trainer(trainer, r == 0 ? args.warmup : 0, args.steps));
+  }
+  const double trainer_tps = *std::max_element(trainer_repeats.begin(), trainer_repeats.end());
+  const double plain_tps = *std::max_element(plain_repeats.begin(), plain_repeats.end());
+  const double trainer_median = median(trainer_repeats);
+  const double plain_median = median(plain_repeats);
   const JsonObject model = model_json(c.model, parameter_count(*trainer.model()));
   JsonObject out;
   out.add("benchmark", "throughput")
@@ -168,7 +176,12 @@ int throughput(const Args& args) {
       .add("repeats", args.repeats)
       .add("trainer_tokens_per_s", trainer_tps)
       .add("plain_tokens_per_s", plain_tps)
-      .add("ratio", trainer_tps / plain_tps);
+      .add("ratio", trainer_tps / plain_tps)
+      .add("trainer_tokens_per_s_repeats", trainer_repeats)
+      .add("plain_tokens_per_s_repeats", plain_repeats)
+      .add("trainer_tokens_per_s_median", trainer_median)
+      .add("plain_tokens_per_s_median", plain_median)
+      .add("ratio_median", trainer_median / plain_median);
   std::printf("%s\n", out.str().c_str());
   std::filesystem::remove_all(dir);
   return 0;
