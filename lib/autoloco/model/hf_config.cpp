@@ -22,6 +22,22 @@ void add_tokens(JsonObject& out, const HfSpecialTokens& tokens) {
   if (tokens.eos) out.add("eos_token_id", *tokens.eos);
 }
 
+// config.json names a token the run does not have as null: left out, transformers would take its
+// config class's default (GPT-2's 50256, Llama's 1 and 2), an id outside a small vocabulary (it
+// warns) or a byte that means nothing special.
+void add_config_tokens(JsonObject& out, const HfSpecialTokens& tokens) {
+  if (tokens.bos) {
+    out.add("bos_token_id", *tokens.bos);
+  } else {
+    out.add_null("bos_token_id");
+  }
+  if (tokens.eos) {
+    out.add("eos_token_id", *tokens.eos);
+  } else {
+    out.add_null("eos_token_id");
+  }
+}
+
 void add_gpt2(JsonObject& out, const ModelConfig& m) {
   out.add("model_type", "gpt2")
       .add("vocab_size", m.vocab_size)
@@ -225,7 +241,7 @@ std::string hf_config_json(const ModelConfig& model, const HfSpecialTokens& toke
       .add("tie_word_embeddings", model.tie_embeddings)
       .add("use_cache", true)
       .add("torch_dtype", "float32");
-  add_tokens(out, tokens);
+  add_config_tokens(out, tokens);
   return out.pretty();
 }
 
