@@ -1,0 +1,100 @@
+// End to end: Hugging Face import and export checked against transformers itself, by
+// tests/hf/check_hf.py on four tiny models (gpt2 tied and untied, llama tied, llama untied with
+// grouped-query attention), fp32 logits within 1e-4:
+//   import     models made and saved by transformers (whole and sharded) give transformers' logits
+//              under `autoloco-ckpt logits`;
+//   export     checkpoints of autoloco-train, exported with `autoloco-ckpt export --format hf`
+//              (whole and sharded), hold the tensors save_pretrained would write, load with
+//              AutoModelForCausalLM.from_pretrained and give our logits;
+//   init_from  a run started from a transformers directory holds its weights bitwise, and a run
+//              whose model.n_layer differs is refused before any step, naming the key and values.
+// They need the Python of scripts/hf-env.sh (scripts/setup.sh installs it for the test presets):
+// without it they fail, saying so; they do not skip.
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <string>
+
+#include "../support/run_files.hpp"
+#include "../support/temp_dir.hpp"
+#include "../support/tiny_corpus.hpp"
+
+using autoloco::test::contains;
+using autoloco::test::read_text;
+using autoloco::test::run_command;
+
+namespace {
+
+std::string quote(const std::string& text) {
+  std::string quoted = "'";
+  for (char c : text) {
+    if (c == '\'') {
+      quoted += "'\\''";
+    } else {
+      quoted += c;
+    }
+  }
+  return quoted + "'";
+}
+
+std::string env_or(const char* name, const std::string& fallback) {
+  const char* value = std::getenv(name);
+  return value && *value ? std::string(value) : fallback;
+}
+
+// The interpreter of scripts/hf-env.sh: AUTOLOCO_HF_PYTHON, else the venv's python
+// (AUTOLOCO_TORCH_VENV, default ~/.cache/autoloco/torch-2.11.0). Fails the test, naming the fix,
+// when it is missing or cannot import the packages.
+std::string hf_python(const std::string& dir) {
+  const std::string venv =
+      env_or("AUTOLOCO_TORCH_VENV", env_or("HOME", ".") + "/.cache/autoloco/torch-2.11.0");
+  const std::string python = env_or("AUTOLOCO_HF_PYTHON", venv + "/bin/python");
+  const std::string log = dir + "/python-check.log";
+  if (run_command("HF_HUB_OFFLINE=1 " + quote(python) +
+                  " -c 'import torch, transformers, safetensors' > " + log + " 2>&1") != 0) {
+    FAIL("the Python of the Hugging Face tests, "
+         << python
+         << ", is missing or cannot import torch, transformers and safetensors: run "
+            "scripts/hf-env.sh (scripts/setup.sh does for the test presets; AUTOLOCO_TORCH_VENV "
+            "or AUTOLOCO_HF_PYTHON name another)\n"
+         << read_text(log));
+  }
+  return python;
+}
+
+// Runs check_hf.py --part `part` on a tiny byte corpus written here; its output is the test's
+// message, and the test fails unless every check of the part passed.
+void check_hf(const std::string& part) {
+  const autoloco::test::TempDir tmp("e2e-hf-" + part);
+  const std::string dir = tmp.str();
+  const std::string python = hf_python(dir);
+  const std::string data = autoloco::test::write_tiny_corpus(dir + "/data");
+  const std::string log = dir + "/check_hf.log";
+  const std::string command =
+      quote(python) + " " + std::string(AUTOLOCO_SOURCE_DIR) + "/tests/hf/check_hf.py --ckpt-exe " +
+      AUTOLOCO_CKPT_EXE + " --train-exe " + AUTOLOCO_TRAIN_EXE + " --mpiexec " + AUTOLOCO_MPIEXEC +
+      " --data " + data + " --work " + dir + "/work --part " + part + " > " + log + " 2>&1";
+  const int code = run_command(command);
+  const std::string output = read_text(log);
+  INFO(command << "\n" << output);
+  CHECK(code == 0);
+  CHECK(contains(output, "check_hf.py: all checks passed (" + part + "; 4 cases)"));
+  // The table is in the CTest log of a passing run too.
+  WARN(output);
+}
+
+}  // namespace
+
+TEST_CASE("e2e: hf models made by transformers import with transformers' logits", "[e2e][hf]") {
+  check_hf("import");
+}
+
+TEST_CASE("e2e: hf exports of autoloco checkpoints load in transformers with our logits",
+          "[e2e][hf]") {
+  check_hf("export");
+}
+
+TEST_CASE("e2e: hf model.init_from starts from transformers' weights bitwise, refuses another",
+          "[e2e][hf]") {
+  check_hf("init_from");
+}
