@@ -377,9 +377,12 @@ HfTokenizerFiles sentencepiece_files(const std::string& path, int64_t model_max_
         info.precompiled_charsmap
             ? fmt::format(" with normalisation rules ({})", info.normalizer_name)
             : "",
-        info.model_type == 1 ? "; its unigram search may split a few strings differently from "
-                               "SentencePiece where two splits score the same"
-                             : ""));
+        info.model_type == 1
+            ? "; its unigram search gives other ids than SentencePiece's for some texts (it "
+              "breaks ties between splits of equal score otherwise, and reads \"<s>\" in a text "
+              "as the control token): autoloco-prepare --sp-model-type bpe (the default) matches "
+              "exactly"
+            : ""));
   }
   if (info.add_dummy_prefix) {
     out.notes.push_back(
