@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "../support/hf_python.hpp"
 #include "../support/run_files.hpp"
 #include "../support/split_tokens.hpp"
 #include "../support/temp_dir.hpp"
@@ -27,9 +28,11 @@
 
 namespace fs = std::filesystem;
 using autoloco::test::contains;
+using autoloco::test::hf_python;
 using autoloco::test::json_number;
 using autoloco::test::read_text;
 using autoloco::test::run_command;
+using autoloco::test::shell_quote;
 using autoloco::test::write_text;
 
 namespace {
@@ -71,31 +74,6 @@ with open(sys.argv[3], "w") as out:
         text = open(path, "rb").read().decode("utf-8")
         print(*tok.encode(text, add_special_tokens=False).ids, file=out)
 )PY";
-
-std::string quote(const std::string& text) {
-  std::string quoted = "'";
-  for (char c : text) {
-    if (c == '\'') {
-      quoted += "'\\''";
-    } else {
-      quoted += c;
-    }
-  }
-  return quoted + "'";
-}
-
-// The interpreter of scripts/hf-env.sh (what autoloco-prepare uses by default); the test fails,
-// naming the fix, when it is missing or lacks the packages.
-std::string hf_python() {
-  const std::string python = autoloco::default_hf_python();
-  if (run_command(quote(python) + " -c 'import tokenizers' > /dev/null 2>&1") != 0) {
-    FAIL("the Python of the Hugging Face tests, "
-         << python
-         << ", is missing or cannot import tokenizers: run scripts/hf-env.sh (scripts/setup.sh "
-            "does for the test presets; AUTOLOCO_TORCH_VENV or AUTOLOCO_HF_PYTHON name another)");
-  }
-  return python;
-}
 
 std::vector<uint32_t> parse_ids(const std::string& line) {
   std::vector<uint32_t> ids;
@@ -155,9 +133,9 @@ Expected expected_tokens(const std::string& python, const std::string& tokenizer
   }
   write_text(work + "/docs.list", list);
   write_text(work + "/encode.py", kEncodePy);
-  REQUIRE(run_command(quote(python) + " " + quote(work + "/encode.py") + " " +
-                      quote(tokenizer_json) + " " + quote(work + "/docs.list") + " " +
-                      quote(work + "/ids.txt")) == 0);
+  REQUIRE(run_command(shell_quote(python) + " " + shell_quote(work + "/encode.py") + " " +
+                      shell_quote(tokenizer_json) + " " + shell_quote(work + "/docs.list") + " " +
+                      shell_quote(work + "/ids.txt")) == 0);
   const std::vector<std::string> lines = autoloco::test::read_lines(work + "/ids.txt");
   REQUIRE(lines.size() == plan.documents.size() + 2);
   Expected e;
@@ -177,24 +155,24 @@ Expected expected_tokens(const std::string& python, const std::string& tokenizer
 }
 
 std::string prepare_command(const std::string& args, const std::string& log) {
-  return std::string(AUTOLOCO_PREPARE_EXE) + " " + args + " > " + quote(log) + " 2>&1";
+  return std::string(AUTOLOCO_PREPARE_EXE) + " " + args + " > " + shell_quote(log) + " 2>&1";
 }
 
 }  // namespace
 
 TEST_CASE("e2e: a tokenizer.json trained in Python gives the same tokens through autoloco-prepare",
           "[e2e]") {
-  const std::string python = hf_python();
   const autoloco::test::TempDir tmp("e2e-hf");
   const std::string dir = tmp.str();
+  const std::string python = hf_python("tokenizers", dir + "/python-check.log");
   write_corpus(dir, 8);
   std::string files;
   for (int f = 0; f < 8; ++f)
-    files += " " + quote(dir + "/text/doc" + std::to_string(f) + ".txt");
+    files += " " + shell_quote(dir + "/text/doc" + std::to_string(f) + ".txt");
   write_text(dir + "/train.py", kTrainPy);
   const std::string tokenizer_json = dir + "/tokenizer-bpe.json";
-  REQUIRE(run_command(quote(python) + " " + quote(dir + "/train.py") + " bpe " +
-                      quote(tokenizer_json) + files) == 0);
+  REQUIRE(run_command(shell_quote(python) + " " + shell_quote(dir + "/train.py") + " bpe " +
+                      shell_quote(tokenizer_json) + files) == 0);
 
   autoloco::PrepareOptions options;
   options.inputs = {dir + "/text"};
@@ -202,10 +180,11 @@ TEST_CASE("e2e: a tokenizer.json trained in Python gives the same tokens through
   options.val_fraction = 0.2;
   // By default: the interpreter of hf-env.sh, as the test found it.
   const std::string log = dir + "/prepare.log";
-  const int prepared = run_command(prepare_command(
-      "--tokenizer hf --hf-tokenizer " + quote(tokenizer_json) + " --val-fraction 0.2 --out " +
-          quote(options.out_dir) + " " + quote(dir + "/text"),
-      log));
+  const int prepared =
+      run_command(prepare_command("--tokenizer hf --hf-tokenizer " + shell_quote(tokenizer_json) +
+                                      " --val-fraction 0.2 --out " + shell_quote(options.out_dir) +
+                                      " " + shell_quote(dir + "/text"),
+                                  log));
   INFO(read_text(log));
   REQUIRE(prepared == 0);
 
@@ -263,23 +242,24 @@ TEST_CASE("e2e: a tokenizer.json trained in Python gives the same tokens through
 
   // Prepared again with the byte tokenizer over it (--overwrite): tokenizer.json goes.
   REQUIRE(run_command(prepare_command("--overwrite --val-fraction 0.2 --out " +
-                                          quote(options.out_dir) + " " + quote(dir + "/text"),
+                                          shell_quote(options.out_dir) + " " +
+                                          shell_quote(dir + "/text"),
                                       log)) == 0);
   CHECK_FALSE(fs::exists(options.out_dir + "/tokenizer.json"));
 }
 
 TEST_CASE("e2e: a tokenizer.json whose ids pass 65,536 writes uint32 shards of its ids", "[e2e]") {
-  const std::string python = hf_python();
   const autoloco::test::TempDir tmp("e2e-hf32");
   const std::string dir = tmp.str();
+  const std::string python = hf_python("tokenizers", dir + "/python-check.log");
   write_corpus(dir, 30);
   std::string files;
   for (int f = 0; f < 30; ++f)
-    files += " " + quote(dir + "/text/doc" + std::to_string(f) + ".txt");
+    files += " " + shell_quote(dir + "/text/doc" + std::to_string(f) + ".txt");
   write_text(dir + "/train.py", kTrainPy);
   const std::string tokenizer_json = dir + "/tokenizer-words.json";
-  REQUIRE(run_command(quote(python) + " " + quote(dir + "/train.py") + " words " +
-                      quote(tokenizer_json) + files) == 0);
+  REQUIRE(run_command(shell_quote(python) + " " + shell_quote(dir + "/train.py") + " words " +
+                      shell_quote(tokenizer_json) + files) == 0);
 
   autoloco::PrepareOptions options;
   options.inputs = {dir + "/text"};
@@ -288,9 +268,9 @@ TEST_CASE("e2e: a tokenizer.json whose ids pass 65,536 writes uint32 shards of i
   const std::string log = dir + "/prepare.log";
   // The interpreter named, with more than one encoding thread and small shards.
   const int prepared = run_command(prepare_command(
-      "--tokenizer hf --hf-tokenizer " + quote(tokenizer_json) + " --hf-python " + quote(python) +
-          " --threads 2 --shard-tokens 1000 --val-fraction 0.2 --out " + quote(options.out_dir) +
-          " " + quote(dir + "/text"),
+      "--tokenizer hf --hf-tokenizer " + shell_quote(tokenizer_json) + " --hf-python " +
+          shell_quote(python) + " --threads 2 --shard-tokens 1000 --val-fraction 0.2 --out " +
+          shell_quote(options.out_dir) + " " + shell_quote(dir + "/text"),
       log));
   INFO(read_text(log));
   REQUIRE(prepared == 0);
@@ -314,21 +294,22 @@ TEST_CASE("e2e: a tokenizer.json whose ids pass 65,536 writes uint32 shards of i
 
 TEST_CASE("e2e: autoloco-prepare --tokenizer hf refuses a missing file or interpreter clearly",
           "[e2e]") {
-  const std::string python = hf_python();
   const autoloco::test::TempDir tmp("e2e-hf-errors");
   const std::string dir = tmp.str();
+  const std::string python = hf_python("tokenizers", dir + "/python-check.log");
   write_corpus(dir, 3);
   const std::string out = dir + "/data";
   const std::string log = dir + "/prepare.log";
-  const std::string input = " --out " + quote(out) + " " + quote(dir + "/text");
+  const std::string input = " --out " + shell_quote(out) + " " + shell_quote(dir + "/text");
   write_text(dir + "/train.py", kTrainPy);
   const std::string tokenizer_json = dir + "/tokenizer.json";
-  REQUIRE(run_command(quote(python) + " " + quote(dir + "/train.py") + " bpe " +
-                      quote(tokenizer_json) + " " + quote(dir + "/text/doc0.txt")) == 0);
+  REQUIRE(run_command(shell_quote(python) + " " + shell_quote(dir + "/train.py") + " bpe " +
+                      shell_quote(tokenizer_json) + " " + shell_quote(dir + "/text/doc0.txt")) ==
+          0);
 
   SECTION("the tokenizer.json is missing") {
     CHECK(run_command(prepare_command(
-              "--tokenizer hf --hf-tokenizer " + quote(dir + "/nope/tokenizer.json") + input,
+              "--tokenizer hf --hf-tokenizer " + shell_quote(dir + "/nope/tokenizer.json") + input,
               log)) == 1);
     const std::string text = read_text(log);
     INFO(text);
@@ -338,15 +319,17 @@ TEST_CASE("e2e: autoloco-prepare --tokenizer hf refuses a missing file or interp
   SECTION("the file is not a tokenizer.json") {
     write_text(dir + "/other.json", "{\"model\": 3}");
     CHECK(run_command(prepare_command(
-              "--tokenizer hf --hf-tokenizer " + quote(dir + "/other.json") + input, log)) == 1);
+              "--tokenizer hf --hf-tokenizer " + shell_quote(dir + "/other.json") + input, log)) ==
+          1);
     const std::string text = read_text(log);
     INFO(text);
     CHECK(contains(text, dir + "/other.json"));
     CHECK(contains(text, "is it a tokenizer.json?"));
   }
   SECTION("the interpreter named is missing") {
-    CHECK(run_command(prepare_command("--tokenizer hf --hf-tokenizer " + quote(tokenizer_json) +
-                                          " --hf-python " + quote(dir + "/venv/bin/python") + input,
+    CHECK(run_command(prepare_command("--tokenizer hf --hf-tokenizer " +
+                                          shell_quote(tokenizer_json) + " --hf-python " +
+                                          shell_quote(dir + "/venv/bin/python") + input,
                                       log)) == 1);
     const std::string text = read_text(log);
     INFO(text);
@@ -355,19 +338,21 @@ TEST_CASE("e2e: autoloco-prepare --tokenizer hf refuses a missing file or interp
     CHECK(contains(text, "run scripts/hf-env.sh"));
   }
   SECTION("the default interpreter is missing (no venv of hf-env.sh)") {
-    CHECK(run_command(
-              "env -u AUTOLOCO_HF_PYTHON AUTOLOCO_TORCH_VENV=" + quote(dir + "/no-venv") + " " +
-              prepare_command("--tokenizer hf --hf-tokenizer " + quote(tokenizer_json) + input,
-                              log)) == 1);
+    CHECK(
+        run_command(
+            "env -u AUTOLOCO_HF_PYTHON AUTOLOCO_TORCH_VENV=" + shell_quote(dir + "/no-venv") + " " +
+            prepare_command("--tokenizer hf --hf-tokenizer " + shell_quote(tokenizer_json) + input,
+                            log)) == 1);
     const std::string text = read_text(log);
     INFO(text);
     CHECK(contains(text, dir + "/no-venv/bin/python"));
     CHECK(contains(text, "run scripts/hf-env.sh"));
   }
   SECTION("the interpreter is not Python") {
-    CHECK(run_command(prepare_command("--tokenizer hf --hf-tokenizer " + quote(tokenizer_json) +
-                                          " --hf-python /bin/false" + input,
-                                      log)) == 1);
+    CHECK(
+        run_command(prepare_command("--tokenizer hf --hf-tokenizer " + shell_quote(tokenizer_json) +
+                                        " --hf-python /bin/false" + input,
+                                    log)) == 1);
     const std::string text = read_text(log);
     INFO(text);
     CHECK(contains(text, "exited with status 1"));
@@ -376,15 +361,15 @@ TEST_CASE("e2e: autoloco-prepare --tokenizer hf refuses a missing file or interp
   SECTION("an input that is not UTF-8") {
     write_text(dir + "/text/latin1.txt", "caf\xe9 cr\xe8me\n");
     CHECK(run_command(prepare_command(
-              "--tokenizer hf --hf-tokenizer " + quote(tokenizer_json) + input, log)) == 1);
+              "--tokenizer hf --hf-tokenizer " + shell_quote(tokenizer_json) + input, log)) == 1);
     const std::string text = read_text(log);
     INFO(text);
     CHECK(contains(text, dir + "/text/latin1.txt"));
     CHECK(contains(text, "not UTF-8"));
   }
   SECTION("--hf-tokenizer without --tokenizer hf, and hf without a file, are usage errors") {
-    CHECK(run_command(prepare_command("--hf-tokenizer " + quote(tokenizer_json) + input, log)) ==
-          2);
+    CHECK(run_command(
+              prepare_command("--hf-tokenizer " + shell_quote(tokenizer_json) + input, log)) == 2);
     CHECK(contains(read_text(log), "need --tokenizer hf"));
     CHECK(run_command(prepare_command("--tokenizer hf" + input, log)) == 2);
     CHECK(contains(read_text(log), "--tokenizer hf needs --hf-tokenizer"));

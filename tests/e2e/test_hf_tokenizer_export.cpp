@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "../support/hf_python.hpp"
 #include "../support/run_files.hpp"
 #include "../support/split_tokens.hpp"
 #include "../support/temp_dir.hpp"
@@ -25,9 +26,11 @@
 
 namespace fs = std::filesystem;
 using autoloco::test::contains;
+using autoloco::test::hf_python;
 using autoloco::test::json_number;
 using autoloco::test::read_text;
 using autoloco::test::run_command;
+using autoloco::test::shell_quote;
 using autoloco::test::write_text;
 
 namespace {
@@ -119,43 +122,6 @@ print("check:", "ok" if not problems else "FAILED", type(tok).__name__, len(ids)
 sys.exit(1 if problems else 0)
 )PY";
 
-std::string quote(const std::string& text) {
-  std::string quoted = "'";
-  for (char c : text) {
-    if (c == '\'') {
-      quoted += "'\\''";
-    } else {
-      quoted += c;
-    }
-  }
-  return quoted + "'";
-}
-
-std::string env_or(const char* name, const std::string& fallback) {
-  const char* value = std::getenv(name);
-  return value && *value ? std::string(value) : fallback;
-}
-
-// The interpreter of scripts/hf-env.sh (AUTOLOCO_HF_PYTHON, else the venv's python); the test
-// fails, naming the fix, when it is missing or lacks the packages.
-std::string hf_python(const std::string& dir) {
-  const std::string venv =
-      env_or("AUTOLOCO_TORCH_VENV", env_or("HOME", ".") + "/.cache/autoloco/torch-2.11.0");
-  const std::string python = env_or("AUTOLOCO_HF_PYTHON", venv + "/bin/python");
-  const std::string log = dir + "/python-check.log";
-  if (run_command("HF_HUB_OFFLINE=1 " + quote(python) +
-                  " -c 'import transformers, tokenizers, sentencepiece, google.protobuf' > " +
-                  quote(log) + " 2>&1") != 0) {
-    FAIL("the Python of the Hugging Face tests, "
-         << python
-         << ", is missing or cannot import transformers, tokenizers, sentencepiece and protobuf: "
-            "run scripts/hf-env.sh (scripts/setup.sh does for the test presets; "
-            "AUTOLOCO_TORCH_VENV or AUTOLOCO_HF_PYTHON name another)\n"
-         << read_text(log));
-  }
-  return python;
-}
-
 // Documents under dir/text: the tiny corpus's sentences, multi-byte UTF-8, indentation, runs of
 // spaces, digits and a literal "<s>".
 void write_corpus(const std::string& dir) {
@@ -170,7 +136,7 @@ void write_corpus(const std::string& dir) {
 
 // Runs `command` with its output in `log`; returns the exit code, the output in `output`.
 int run_logged(const std::string& command, const std::string& log, std::string& output) {
-  const int code = run_command(command + " > " + quote(log) + " 2>&1");
+  const int code = run_command(command + " > " + shell_quote(log) + " 2>&1");
   output = read_text(log);
   return code;
 }
@@ -191,7 +157,7 @@ Run prepare_and_train(const std::string& dir, const std::string& data,
   r.data = dir + "/" + data;
   std::string output;
   const int prepared =
-      run_logged("cd " + quote(dir) + " && " + AUTOLOCO_PREPARE_EXE + " " + prepare_args +
+      run_logged("cd " + shell_quote(dir) + " && " + AUTOLOCO_PREPARE_EXE + " " + prepare_args +
                      " --val-fraction 0.2 --threads 1 --out " + data + " text",
                  dir + "/prepare-" + data + ".log", output);
   INFO(output);
@@ -209,7 +175,7 @@ Run prepare_and_train(const std::string& dir, const std::string& data,
       "--set ckpt.at_end=true --set ckpt.every_minutes=0 --set run.out_dir=runs "
       "--set run.name=" +
       data;
-  const int trained = run_logged("cd " + quote(dir) + " && " + AUTOLOCO_MPIEXEC +
+  const int trained = run_logged("cd " + shell_quote(dir) + " && " + AUTOLOCO_MPIEXEC +
                                      " -n 1 --oversubscribe --allow-run-as-root --bind-to none " +
                                      AUTOLOCO_TRAIN_EXE + " empty.yaml " + keys,
                                  dir + "/train-" + data + ".log", output);
@@ -223,8 +189,8 @@ Run prepare_and_train(const std::string& dir, const std::string& data,
 // autoloco-ckpt export --format hf from the working directory `cwd`; its output in `output`.
 int export_hf(const std::string& cwd, const std::string& ckpt, const std::string& out,
               const std::string& options, std::string& output) {
-  return run_logged("cd " + quote(cwd) + " && " + AUTOLOCO_CKPT_EXE + " export --format hf " +
-                        options + " " + quote(ckpt) + " " + quote(out),
+  return run_logged("cd " + shell_quote(cwd) + " && " + AUTOLOCO_CKPT_EXE + " export --format hf " +
+                        options + " " + shell_quote(ckpt) + " " + shell_quote(out),
                     out + ".log", output);
 }
 
@@ -238,10 +204,11 @@ void check_in_python(const std::string& python, const Run& r, const std::string&
   write_text(out + ".ids", ids);
   write_text(r.dir + "/check.py", kCheckPy);
   std::string output;
-  const int code = run_logged("HF_HUB_OFFLINE=1 " + quote(python) + " " +
-                                  quote(r.dir + "/check.py") + " " + quote(out) + " " + kind + " " +
-                                  quote(out + ".ids") + " " + quote(ref) + " " + extra,
-                              out + ".check.log", output);
+  const int code =
+      run_logged("HF_HUB_OFFLINE=1 " + shell_quote(python) + " " +
+                     shell_quote(r.dir + "/check.py") + " " + shell_quote(out) + " " + kind + " " +
+                     shell_quote(out + ".ids") + " " + shell_quote(ref) + " " + extra,
+                 out + ".check.log", output);
   INFO(output);
   CHECK(code == 0);
   CHECK(contains(output, "check: ok " + expected_class));
@@ -261,7 +228,8 @@ TEST_CASE("e2e: hf export ships the SentencePiece model and AutoTokenizer gives 
           "[e2e][hf]") {
   const autoloco::test::TempDir tmp("e2e-hf-tok-sp");
   const std::string dir = tmp.str();
-  const std::string python = hf_python(dir);
+  const std::string python = hf_python("transformers, tokenizers, sentencepiece, google.protobuf",
+                                       dir + "/python-check.log");
   write_corpus(dir);
   const Run r = prepare_and_train(dir, "sp", "--tokenizer sentencepiece --vocab-size 360");
   CHECK(r.vocab_size == 360);
@@ -309,8 +277,8 @@ TEST_CASE("e2e: hf export ships the SentencePiece model and AutoTokenizer gives 
         std::vector<std::string>{"config.json", "generation_config.json", "model.safetensors"});
   // ... and --tokenizer names the data.
   const std::string named = dir + "/named";
-  REQUIRE(export_hf(dir + "/elsewhere", r.ckpt, named, "--tokenizer " + quote(r.data), output) ==
-          0);
+  REQUIRE(export_hf(dir + "/elsewhere", r.ckpt, named, "--tokenizer " + shell_quote(r.data),
+                    output) == 0);
   CHECK(contains(output, "as LlamaTokenizer"));
   CHECK(read_text(named + "/tokenizer_config.json") == read_text(out + "/tokenizer_config.json"));
 
@@ -319,16 +287,17 @@ TEST_CASE("e2e: hf export ships the SentencePiece model and AutoTokenizer gives 
   REQUIRE(export_hf(dir, r.ckpt, without, "--no-tokenizer", output) == 0);
   CHECK(contains(output, "tokenizer: not exported (--no-tokenizer)"));
   CHECK_FALSE(fs::exists(without + "/tokenizer_config.json"));
-  CHECK(export_hf(dir, r.ckpt, dir + "/nope", "--tokenizer " + quote(dir + "/text"), output) == 1);
+  CHECK(export_hf(dir, r.ckpt, dir + "/nope", "--tokenizer " + shell_quote(dir + "/text"),
+                  output) == 1);
   CHECK(contains(output, "--tokenizer " + dir + "/text: no prepare.json in it"));
-  CHECK(export_hf(dir, r.ckpt, dir + "/nope", "--tokenizer " + quote(dir + "/missing"), output) ==
-        1);
+  CHECK(export_hf(dir, r.ckpt, dir + "/nope", "--tokenizer " + shell_quote(dir + "/missing"),
+                  output) == 1);
   CHECK(contains(output, "not a directory"));
   CHECK_FALSE(fs::exists(dir + "/nope"));
   CHECK(export_hf(dir, r.ckpt, dir + "/nope", "--tokenizer sp --no-tokenizer", output) == 2);
   CHECK(contains(output, "exclude each other"));
-  CHECK(run_logged(std::string(AUTOLOCO_CKPT_EXE) + " export --tokenizer sp " + quote(r.ckpt) +
-                       " " + quote(dir + "/nope.h5"),
+  CHECK(run_logged(std::string(AUTOLOCO_CKPT_EXE) + " export --tokenizer sp " +
+                       shell_quote(r.ckpt) + " " + shell_quote(dir + "/nope.h5"),
                    dir + "/h5.log", output) == 2);
   CHECK(contains(output, "--tokenizer applies to --format hf only"));
 }
@@ -337,20 +306,21 @@ TEST_CASE("e2e: hf export ships a tokenizer.json or the byte tokenizer and AutoT
           "[e2e][hf]") {
   const autoloco::test::TempDir tmp("e2e-hf-tok-json");
   const std::string dir = tmp.str();
-  const std::string python = hf_python(dir);
+  const std::string python = hf_python("transformers, tokenizers, sentencepiece, google.protobuf",
+                                       dir + "/python-check.log");
   write_corpus(dir);
   std::string files;
   for (int f = 0; f < 8; ++f)
-    files += " " + quote(dir + "/text/doc" + std::to_string(f) + ".txt");
+    files += " " + shell_quote(dir + "/text/doc" + std::to_string(f) + ".txt");
   write_text(dir + "/train_tokenizer.py", kTrainPy);
   const std::string tokenizer_json = dir + "/bpe.json";
-  REQUIRE(run_command(quote(python) + " " + quote(dir + "/train_tokenizer.py") + " " +
-                      quote(tokenizer_json) + files) == 0);
+  REQUIRE(run_command(shell_quote(python) + " " + shell_quote(dir + "/train_tokenizer.py") + " " +
+                      shell_quote(tokenizer_json) + files) == 0);
 
   SECTION("tokenizer.json (hf)") {
-    const Run r = prepare_and_train(
-        dir, "hf",
-        "--tokenizer hf --hf-tokenizer " + quote(tokenizer_json) + " --hf-python " + quote(python));
+    const Run r = prepare_and_train(dir, "hf",
+                                    "--tokenizer hf --hf-tokenizer " + shell_quote(tokenizer_json) +
+                                        " --hf-python " + shell_quote(python));
     CHECK(r.vocab_size == 400);
     std::string output;
     const std::string out = dir + "/out-hf";
@@ -361,10 +331,10 @@ TEST_CASE("e2e: hf export ships a tokenizer.json or the byte tokenizer and AutoT
     CHECK(contains(read_text(out + "/config.json"), "\"eos_token_id\": 0"));
     check_in_python(python, r, out, "hf", tokenizer_json, "", "TokenizersBackend");
     // The run's vocabulary is not the byte tokenizer's: --tokenizer of other data is refused.
-    REQUIRE(run_command("cd " + quote(dir) + " && " + AUTOLOCO_PREPARE_EXE +
+    REQUIRE(run_command("cd " + shell_quote(dir) + " && " + AUTOLOCO_PREPARE_EXE +
                         " --threads 1 --out bytes text > /dev/null 2>&1") == 0);
-    CHECK(export_hf(dir, r.ckpt, dir + "/nope", "--tokenizer " + quote(dir + "/bytes"), output) ==
-          1);
+    CHECK(export_hf(dir, r.ckpt, dir + "/nope", "--tokenizer " + shell_quote(dir + "/bytes"),
+                    output) == 1);
     CHECK(contains(output, "is not this model's"));
     CHECK_FALSE(fs::exists(dir + "/nope"));
   }

@@ -15,65 +15,33 @@
 #include <cstdlib>
 #include <string>
 
+#include "../support/hf_python.hpp"
 #include "../support/run_files.hpp"
 #include "../support/temp_dir.hpp"
 #include "../support/tiny_corpus.hpp"
 
 using autoloco::test::contains;
+using autoloco::test::hf_python;
 using autoloco::test::read_text;
 using autoloco::test::run_command;
+using autoloco::test::shell_quote;
 
 namespace {
-
-std::string quote(const std::string& text) {
-  std::string quoted = "'";
-  for (char c : text) {
-    if (c == '\'') {
-      quoted += "'\\''";
-    } else {
-      quoted += c;
-    }
-  }
-  return quoted + "'";
-}
-
-std::string env_or(const char* name, const std::string& fallback) {
-  const char* value = std::getenv(name);
-  return value && *value ? std::string(value) : fallback;
-}
-
-// The interpreter of scripts/hf-env.sh: AUTOLOCO_HF_PYTHON, else the venv's python
-// (AUTOLOCO_TORCH_VENV, default ~/.cache/autoloco/torch-2.11.0). Fails the test, naming the fix,
-// when it is missing or cannot import the packages.
-std::string hf_python(const std::string& dir) {
-  const std::string venv =
-      env_or("AUTOLOCO_TORCH_VENV", env_or("HOME", ".") + "/.cache/autoloco/torch-2.11.0");
-  const std::string python = env_or("AUTOLOCO_HF_PYTHON", venv + "/bin/python");
-  const std::string log = dir + "/python-check.log";
-  if (run_command("HF_HUB_OFFLINE=1 " + quote(python) +
-                  " -c 'import torch, transformers, safetensors' > " + log + " 2>&1") != 0) {
-    FAIL("the Python of the Hugging Face tests, "
-         << python
-         << ", is missing or cannot import torch, transformers and safetensors: run "
-            "scripts/hf-env.sh (scripts/setup.sh does for the test presets; AUTOLOCO_TORCH_VENV "
-            "or AUTOLOCO_HF_PYTHON name another)\n"
-         << read_text(log));
-  }
-  return python;
-}
 
 // Runs check_hf.py --part `part` on a tiny byte corpus written here; its output is the test's
 // message, and the test fails unless every check of the part passed.
 void check_hf(const std::string& part) {
   const autoloco::test::TempDir tmp("e2e-hf-" + part);
   const std::string dir = tmp.str();
-  const std::string python = hf_python(dir);
+  const std::string python =
+      hf_python("torch, transformers, safetensors", dir + "/python-check.log");
   const std::string data = autoloco::test::write_tiny_corpus(dir + "/data");
   const std::string log = dir + "/check_hf.log";
-  const std::string command =
-      quote(python) + " " + std::string(AUTOLOCO_SOURCE_DIR) + "/tests/hf/check_hf.py --ckpt-exe " +
-      AUTOLOCO_CKPT_EXE + " --train-exe " + AUTOLOCO_TRAIN_EXE + " --mpiexec " + AUTOLOCO_MPIEXEC +
-      " --data " + data + " --work " + dir + "/work --part " + part + " > " + log + " 2>&1";
+  const std::string command = shell_quote(python) + " " + std::string(AUTOLOCO_SOURCE_DIR) +
+                              "/tests/hf/check_hf.py --ckpt-exe " + AUTOLOCO_CKPT_EXE +
+                              " --train-exe " + AUTOLOCO_TRAIN_EXE + " --mpiexec " +
+                              AUTOLOCO_MPIEXEC + " --data " + data + " --work " + dir +
+                              "/work --part " + part + " > " + log + " 2>&1";
   const int code = run_command(command);
   const std::string output = read_text(log);
   INFO(command << "\n" << output);

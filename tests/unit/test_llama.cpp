@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "../support/finite_difference.hpp"
 #include "autoloco/config/config.hpp"
 #include "autoloco/config/model_presets.hpp"
 #include "autoloco/model/decoder.hpp"
@@ -193,6 +194,30 @@ TEST_CASE("llama is causal, and its head is tied or its own", "[model][llama]") 
   }
 }
 
+TEST_CASE("llama initialisation: N(0, 0.02), residual projections scaled by depth, norms 1",
+          "[model][llama]") {
+  torch::manual_seed(12);
+  ModelConfig c = tiny_llama(2, false);
+  c.n_layer = 4;
+  c.d_model = 256;
+  c.n_head = 8;
+  c.vocab_size = 512;
+  auto model = autoloco::make_decoder(c);
+  const double residual_std = 0.02 / std::sqrt(2.0 * static_cast<double>(c.n_layer));
+  CHECK(param(model, "embed_tokens.weight").std().item<double>() == Approx(0.02).epsilon(0.02));
+  CHECK(param(model, "blocks.1.self_attn.q_proj.weight").std().item<double>() ==
+        Approx(0.02).epsilon(0.02));
+  CHECK(param(model, "blocks.0.mlp.gate_proj.weight").std().item<double>() ==
+        Approx(0.02).epsilon(0.02));
+  CHECK(param(model, "lm_head.weight").std().item<double>() == Approx(0.02).epsilon(0.02));
+  CHECK(param(model, "blocks.2.self_attn.o_proj.weight").std().item<double>() ==
+        Approx(residual_std).epsilon(0.05));
+  CHECK(param(model, "blocks.3.mlp.down_proj.weight").std().item<double>() ==
+        Approx(residual_std).epsilon(0.03));
+  CHECK(param(model, "norm.weight").eq(1.0).all().item<bool>());
+  CHECK(param(model, "blocks.1.post_attention_layernorm.weight").eq(1.0).all().item<bool>());
+}
+
 TEST_CASE("llama gradients match central finite differences in double precision",
           "[model][llama]") {
   torch::manual_seed(10);
@@ -222,23 +247,7 @@ TEST_CASE("llama gradients match central finite differences in double precision"
       {"norm.weight", 7},
       {"lm_head.weight", 40},
   };
-  const double h = 1e-6;
-  torch::NoGradGuard no_grad;
-  for (const auto& [name, i] : entries) {
-    auto p = param(model, name);
-    double* value = p.data_ptr<double>() + i;
-    const double saved = *value;
-    *value = saved + h;
-    const double up = objective().item<double>();
-    *value = saved - h;
-    const double down = objective().item<double>();
-    *value = saved;
-    const double numeric = (up - down) / (2.0 * h);
-    const double analytic = p.grad().reshape({-1})[i].item<double>();
-    INFO(name << "[" << i << "] analytic " << analytic << " numeric " << numeric);
-    CHECK(std::abs(analytic) > 1e-7);
-    CHECK(std::abs(analytic - numeric) <= 1e-5 * std::max(std::abs(analytic), std::abs(numeric)));
-  }
+  autoloco::test::check_finite_differences(*model, objective, entries, 1e-7);
 }
 
 TEST_CASE("a preset sets the model keys and keys beside it override them", "[config][model]") {

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <string>
 
+#include "../support/finite_difference.hpp"
 #include "autoloco/model/gpt.hpp"
 #include "autoloco/model/model_specs.hpp"
 #include "autoloco/optim/flat_params.hpp"
@@ -189,21 +190,5 @@ TEST_CASE("GPT gradients match central finite differences in double precision", 
       {"blocks.1.attn.proj.weight", 131}, {"blocks.1.mlp.fc.weight", 600},
       {"blocks.1.mlp.proj.bias", 9},      {"ln_f.bias", 7},
   };
-  const double h = 1e-6;
-  torch::NoGradGuard no_grad;
-  for (const auto& [name, i] : entries) {
-    auto p = param(model, name);
-    double* value = p.data_ptr<double>() + i;
-    const double saved = *value;
-    *value = saved + h;
-    const double up = objective().item<double>();
-    *value = saved - h;
-    const double down = objective().item<double>();
-    *value = saved;
-    const double numeric = (up - down) / (2.0 * h);
-    const double analytic = p.grad().reshape({-1})[i].item<double>();
-    INFO(name << "[" << i << "] analytic " << analytic << " numeric " << numeric);
-    CHECK(std::abs(analytic) > 1e-6);
-    CHECK(std::abs(analytic - numeric) <= 1e-5 * std::max(std::abs(analytic), std::abs(numeric)));
-  }
+  autoloco::test::check_finite_differences(*model, objective, entries);
 }
