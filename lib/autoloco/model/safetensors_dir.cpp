@@ -33,17 +33,7 @@ bool plain_file_name(const std::string& name) {
 
 std::optional<uint64_t> plain_integer(const YAML::Node& node) {
   if (!node.IsDefined() || !node.IsScalar() || node.Tag() != "?") return std::nullopt;
-  const std::string& text = node.Scalar();
-  if (text.empty() || text.size() > 20) return std::nullopt;
-  uint64_t value = 0;
-  for (const char c : text) {
-    if (c < '0' || c > '9') return std::nullopt;
-    if (__builtin_mul_overflow(value, uint64_t{10}, &value) ||
-        __builtin_add_overflow(value, static_cast<uint64_t>(c - '0'), &value)) {
-      return std::nullopt;
-    }
-  }
-  return value;
+  return parse_json_uint(node.Scalar());
 }
 
 SafetensorsIndex parse_index_root(const YAML::Node& root, const std::string& path) {

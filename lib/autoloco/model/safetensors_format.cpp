@@ -68,17 +68,8 @@ std::string shape_text(const std::vector<int64_t>& shape) {
 // than yaml-cpp's as<>() (which takes "0x10", "+1" or a quoted "1").
 std::optional<uint64_t> json_integer(const YAML::Node& node, uint64_t max) {
   if (!node.IsScalar() || node.Tag() != "?") return std::nullopt;
-  const std::string& text = node.Scalar();
-  if (text.empty() || text.size() > 20) return std::nullopt;
-  uint64_t value = 0;
-  for (const char c : text) {
-    if (c < '0' || c > '9') return std::nullopt;
-    if (__builtin_mul_overflow(value, uint64_t{10}, &value) ||
-        __builtin_add_overflow(value, static_cast<uint64_t>(c - '0'), &value)) {
-      return std::nullopt;
-    }
-  }
-  if (value > max) return std::nullopt;
+  const std::optional<uint64_t> value = parse_json_uint(node.Scalar());
+  if (!value || *value > max) return std::nullopt;
   return value;
 }
 

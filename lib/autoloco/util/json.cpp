@@ -58,6 +58,19 @@ JsonObject& JsonObject::add(const std::string& key, int64_t value) {
   return *this;
 }
 
+std::optional<uint64_t> parse_json_uint(const std::string& text) {
+  if (text.empty() || text.size() > 20) return std::nullopt;
+  uint64_t value = 0;
+  for (const char c : text) {
+    if (c < '0' || c > '9') return std::nullopt;
+    if (__builtin_mul_overflow(value, uint64_t{10}, &value) ||
+        __builtin_add_overflow(value, static_cast<uint64_t>(c - '0'), &value)) {
+      return std::nullopt;
+    }
+  }
+  return value;
+}
+
 JsonObject& JsonObject::add_null(const std::string& key) {
   add_raw(key, "null");
   return *this;

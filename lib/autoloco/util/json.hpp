@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,10 @@ class JsonObject {
   void add_raw(const std::string& key, std::string encoded);
   std::vector<std::pair<std::string, std::string>> fields_;
 };
+
+// The value of a JSON integer literal of decimal digits only (no sign, exponent or fraction),
+// or nullopt for anything else or a value past 2^64 - 1.
+std::optional<uint64_t> parse_json_uint(const std::string& text);
 
 // Quotes and escapes a string as a JSON string literal.
 std::string json_quote(const std::string& text);
