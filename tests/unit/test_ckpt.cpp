@@ -216,6 +216,10 @@ TEST_CASE("compatibility: safe keys may change and others are refused by name", 
                         Catch::Contains("outer.momentum: 0.9 in the checkpoint, 0.5 now"));
   CHECK(safe_to_change("ckpt.keep_last"));
   CHECK_FALSE(safe_to_change("model.d_model"));
+  CHECK_FALSE(safe_to_change("model.arch"));
+  // Where the keys and the first weights came from; the keys themselves are compared.
+  CHECK(safe_to_change("model.preset"));
+  CHECK(safe_to_change("model.init_from"));
   CHECK_FALSE(safe_to_change("topology.ranks_per_dc"));
 }
 
