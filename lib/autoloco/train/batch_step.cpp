@@ -32,8 +32,9 @@ torch::Tensor forward_backward_async(Decoder& model, FlatParams& params, BatchSt
   return loss_sum * scale;
 }
 
-double forward_backward(Decoder& model, FlatParams& params, BatchStream& stream, const BatchPlan& plan,
-                        torch::Device device, GradientSamples* samples, bool bf16) {
+double forward_backward(Decoder& model, FlatParams& params, BatchStream& stream,
+                        const BatchPlan& plan, torch::Device device, GradientSamples* samples,
+                        bool bf16) {
   return forward_backward_async(model, params, stream, plan, device, samples, bf16).item<double>();
 }
 

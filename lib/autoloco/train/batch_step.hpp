@@ -25,9 +25,9 @@ torch::Tensor forward_backward_async(Decoder& model, FlatParams& params, BatchSt
                                      GradientSamples* samples = nullptr, bool bf16 = false);
 
 // The same, with the loss read.
-double forward_backward(Decoder& model, FlatParams& params, BatchStream& stream, const BatchPlan& plan,
-                        torch::Device device, GradientSamples* samples = nullptr,
-                        bool bf16 = false);
+double forward_backward(Decoder& model, FlatParams& params, BatchStream& stream,
+                        const BatchPlan& plan, torch::Device device,
+                        GradientSamples* samples = nullptr, bool bf16 = false);
 
 // A host batch on `device`: on a GPU through pinned memory and an asynchronous copy, so the
 // host goes on enqueueing work while the copy waits its turn on the stream.
