@@ -1,6 +1,7 @@
 // autoloco-train: the one training executable, launched by mpirun or srun with a YAML config.
 //   autoloco-train CONFIG.yaml [--set section.key=value ...] [--resume auto|PATH]
 //                  [--allow-topology-change] [--print-config]
+//   autoloco-train CONFIG.yaml --plan --world N [...]   (memory and link plan: plan.hpp)
 //   autoloco-train --config-reference     (the Markdown reference of every key: docs/config.md)
 #include <mpi.h>
 
@@ -17,12 +18,15 @@
 #include "autoloco/util/error.hpp"
 #include "autoloco/util/log.hpp"
 #include "autoloco/util/mpi_threads.hpp"
+#include "plan.hpp"
 
 namespace {
 
 constexpr const char* kUsage =
     "usage: autoloco-train CONFIG.yaml [--set section.key=value ...] [--resume auto|PATH]\n"
     "                      [--allow-topology-change] [--print-config]\n"
+    "       autoloco-train CONFIG.yaml --plan --world N [--device-memory 141GB]\n"
+    "                      [--step-time SECONDS | --mfu 0.4 --device-flops 989e12] [--set ...]\n"
     "       autoloco-train --config-reference\n"
     "Trains a decoder (GPT-2 or Llama) with the given config; every key and its default: "
     "docs/config.md.\n"
@@ -34,7 +38,17 @@ constexpr const char* kUsage =
     "                     with --resume: go on from a checkpoint of another number of dcs\n"
     "                     (a job that lost nodes); dc d continues old dc d mod the old count\n"
     "  --print-config     print the effective config (after overrides) and exit\n"
-    "  --config-reference print the Markdown reference of every config key and exit\n";
+    "  --config-reference print the Markdown reference of every config key and exit\n"
+    "  --plan             print the bytes per rank by class for topology.shard none, optimizer\n"
+    "                     and gradients, one sync's bytes and link seconds on the config's wan\n"
+    "                     and the compute utilisation at interval.H, for a job of --world N\n"
+    "                     ranks that need not exist (no training; docs/sharding.md)\n"
+    "  --world N          with --plan: ranks of the job, a multiple of topology.ranks_per_dc\n"
+    "  --device-memory M  with --plan: judge each mode against M bytes per device (units B,\n"
+    "                     kB, MB, GB, TB, KiB, MiB, GiB, TiB; e.g. 141GB)\n"
+    "  --step-time S      with --plan: compute seconds per inner step; else from FLOPs:\n"
+    "  --mfu U --device-flops F   with --plan: a step takes FLOPs per token x tokens per rank\n"
+    "                     per step / (U x F) (defaults 0.4 and 989e12, an H100's dense bf16)\n";
 
 struct Args {
   std::string config_path;
@@ -44,6 +58,8 @@ struct Args {
   bool print_config = false;
   bool config_reference = false;
   bool help = false;
+  bool plan = false;
+  PlanArgs plan_args;
 };
 
 Args parse_args(int argc, char** argv) {
@@ -66,6 +82,11 @@ Args parse_args(int argc, char** argv) {
       a.print_config = true;
     } else if (arg == "--config-reference") {
       a.config_reference = true;
+    } else if (arg == "--plan") {
+      a.plan = true;
+    } else if (is_plan_option(arg)) {
+      if (i + 1 >= argc) throw autoloco::ConfigError(arg + " needs a value; see --help");
+      a.plan_args.values.emplace_back(arg, argv[++i]);
     } else if (arg == "-h" || arg == "--help") {
       a.help = true;
     } else if (!arg.empty() && arg[0] == '-') {
@@ -79,6 +100,10 @@ Args parse_args(int argc, char** argv) {
   }
   if (a.allow_topology_change && a.resume.empty()) {
     throw autoloco::ConfigError("--allow-topology-change applies to a resume: give --resume too");
+  }
+  if (!a.plan && !a.plan_args.values.empty()) {
+    throw autoloco::ConfigError(a.plan_args.values.front().first +
+                                " belongs to a plan: give --plan too");
   }
   if (!a.help && !a.config_reference && a.config_path.empty()) {
     throw autoloco::ConfigError("no config file given; see --help");
@@ -110,6 +135,12 @@ int run(int argc, char** argv, int rank) {
   const autoloco::Config config = autoloco::load_config(args.config_path, args.overrides);
   if (args.print_config) {
     if (rank == 0) std::fputs(autoloco::to_yaml(config).c_str(), stdout);
+    return 0;
+  }
+  if (args.plan) {
+    // Runs on no machine of the plan: one process prints it, whatever launched it.
+    const std::string report = plan_text(config, args.config_path, args.plan_args);
+    if (rank == 0) std::fputs(report.c_str(), stdout);
     return 0;
   }
   autoloco::TrainerOptions options;
