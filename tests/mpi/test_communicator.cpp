@@ -2,12 +2,14 @@
 #include <mpi.h>
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <numeric>
 #include <vector>
 
 #include "autoloco/comm/mpi_communicator.hpp"
 #include "autoloco/comm/patient_wait.hpp"
+#include "autoloco/comm/shard_span.hpp"
 #include "autoloco/comm/topology.hpp"
 #include "autoloco/util/error.hpp"
 
@@ -49,6 +51,44 @@ TEST_CASE("mpi communicator: allreduce_sum and allgather and broadcast", "[np=3]
   comm.broadcast(b.data(), b.size(), DType::f32, n - 1);
   CHECK(b[4] == static_cast<float>(n - 1));
   comm.barrier();
+}
+
+// The sharded collectives (topology.shard): a buffer of 10 values over 3 ranks splits 4 + 4 + 2;
+// a range that starts inside shard 0 and ends inside shard 2 splits unevenly, with a 0 count
+// where a rank keeps none of it.
+TEST_CASE("mpi communicator: uneven reduce-scatter and in-place all-gather of shards",
+          "[np=3][comm][shard]") {
+  MpiCommunicator comm(MPI_COMM_WORLD);
+  const int r = comm.rank();
+  const ShardSpan span(10, comm.size(), r);
+  CHECK(span.size() == 4);
+  CHECK(span.count() == (r == 2 ? 2 : 4));
+  CHECK(span.split(3, 6) == std::vector<size_t>{1, 4, 1});
+  CHECK(span.split(0, 4) == std::vector<size_t>{4, 0, 0});
+
+  // Values 1000 r + i of [3, 9): each rank receives the sum over ranks of its part.
+  std::vector<float> send;
+  for (int i = 3; i < 9; ++i)
+    send.push_back(static_cast<float>(1000 * r + i));
+  const std::vector<size_t> counts = span.split(3, 6);
+  std::vector<float> recv(counts[static_cast<size_t>(r)], -1.0F);
+  comm.reduce_scatter_sum(send.data(), recv.data(), counts, DType::f32);
+  const int first = std::max<int>(3, static_cast<int>(span.begin()));
+  for (size_t k = 0; k < recv.size(); ++k)
+    CHECK(recv[k] == static_cast<float>(3000 + 3 * (first + static_cast<int>(k))));
+
+  // Each rank fills its shard; the all-gather completes everyone's buffer.
+  std::vector<float> whole(10, -1.0F);
+  for (int64_t i = span.begin(); i < span.begin() + span.count(); ++i)
+    whole[static_cast<size_t>(i)] = static_cast<float>(i * i);
+  std::vector<size_t> sizes, offsets;
+  for (int m = 0; m < comm.size(); ++m) {
+    sizes.push_back(static_cast<size_t>(span.count_of(m)));
+    offsets.push_back(static_cast<size_t>(span.begin_of(m)));
+  }
+  comm.allgather_in_place(whole.data(), sizes, offsets, DType::f32);
+  for (size_t i = 0; i < whole.size(); ++i)
+    CHECK(whole[i] == static_cast<float>(i * i));
 }
 
 TEST_CASE("topology: dc and member from world rank and ranks_per_dc", "[np=4][comm]") {

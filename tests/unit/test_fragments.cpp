@@ -158,3 +158,26 @@ TEST_CASE("fragment schedule: restoring another number of fragments is refused",
   CHECK(schedule.due(11, 8, false).empty());
   CHECK(schedule.due(12, 8, false) == std::vector<int64_t>{1});
 }
+
+// topology.shard splits each fragment's vector over a dc's members: a member's shard of it
+// maps to runs of the flat buffer, and gather/scatter/mix of that shard touch only those.
+TEST_CASE("fragments: a shard of a fragment's vector maps to its flat ranges",
+          "[fragments][shard]") {
+  torch::nn::Sequential net(torch::nn::Linear(4, 4), torch::nn::Linear(4, 2));
+  FlatParams flat(*net);
+  const FragmentPlan whole(flat.numel());
+  CHECK(whole.ranges(0, 3, 5).size() == 1);
+  CHECK(whole.ranges(0, 3, 5)[0].offset == 3);
+  CHECK(whole.ranges(0, 3, 5)[0].numel == 5);
+  CHECK(whole.ranges(0, 3, 0).empty());
+
+  torch::Tensor values = torch::arange(flat.numel(), torch::kFloat);
+  const torch::Tensor part = whole.gather(values, 0, 2, 4);
+  CHECK(torch::equal(part, torch::arange(2, 6, torch::kFloat)));
+  torch::Tensor target = torch::zeros_like(values);
+  whole.scatter(part, 0, 2, target);
+  CHECK(target.sum().item<float>() == 2.0F + 3.0F + 4.0F + 5.0F);
+  whole.mix(torch::full({4}, 10.0F), 0, 2, 0.5, target);
+  CHECK(target[2].item<float>() == 6.0F);  // 0.5 x 2 + 0.5 x 10
+  CHECK(target[6].item<float>() == 0.0F);
+}

@@ -48,6 +48,18 @@ void HierarchicalAllreduce::allreduce_sum(float* data, size_t n, double* scalars
   std::copy(gathered_.begin(), gathered_.begin() + static_cast<std::ptrdiff_t>(n), data);
 }
 
+void HierarchicalAllreduce::allreduce_shard_sum(float* shard, size_t count, double* scalars,
+                                                size_t k, const WireCodec& codec, uint64_t stream,
+                                                float* residual) {
+  if (inter_.dcs() <= 1) return;
+  reduce_shard(shard, count, scalars, k, codec, stream, residual);
+}
+
+double HierarchicalAllreduce::sum_over_members(double value) {
+  if (intra_.size() > 1) intra_.allreduce_sum(&value, 1);
+  return value;
+}
+
 void HierarchicalAllreduce::reduce_shard(float* shard, size_t count, double* scalars, size_t k,
                                          const WireCodec& codec, uint64_t stream, float* residual) {
   if (residual != nullptr) {

@@ -28,7 +28,17 @@ class HierarchicalAllreduce {
   void allreduce_sum(float* data, size_t n, double* scalars, size_t k, const WireCodec& codec,
                      uint64_t stream = 0, float* residual = nullptr);
 
+  // Sharded (topology.shard): `shard` holds this member's shard_size(n, members) floats of the
+  // vector (zero-padded), which every member of the dc keeps apart; only the inter-dc part runs,
+  // and `shard` and `scalars` return summed over the dcs.
+  void allreduce_shard_sum(float* shard, size_t count, double* scalars, size_t k,
+                           const WireCodec& codec, uint64_t stream = 0, float* residual = nullptr);
+  // A value summed over the dc's members (on this reducer's communicator, whichever thread owns
+  // it).
+  double sum_over_members(double value);
+
   int members() const { return intra_.size(); }
+  int member() const { return intra_.rank(); }
   // Elements of each member's shard: ceil(n / members); the last shard is zero-padded.
   static size_t shard_size(size_t n, int members);
 

@@ -2,8 +2,12 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdint>
+#include <cstring>
+#include <limits>
+#include <vector>
 
 #include "autoloco/comm/mpi_count.hpp"
 #include "autoloco/comm/world_ranks.hpp"
@@ -115,6 +119,7 @@ void MpiCommunicator::collective(Blocking blocking, NonBlocking non_blocking) {
 
 void MpiCommunicator::allreduce_sum(void* data, size_t count, DType type) {
   if (size_ == 1) return;
+  counted_.allreduce += static_cast<int64_t>(count * dtype_size(type));
   auto* bytes = static_cast<char*>(data);
   const size_t elem = dtype_size(type);
   for (size_t done = 0; done < count; done += max_chunk()) {
@@ -133,6 +138,7 @@ void MpiCommunicator::allreduce_sum(void* data, size_t count, DType type) {
 }
 
 void MpiCommunicator::allgather(const void* send, void* recv, size_t count, DType type) {
+  counted_.allgather += static_cast<int64_t>(static_cast<size_t>(size_) * count * dtype_size(type));
   // In place when this rank's part already sits at its slot of recv.
   const size_t offset = static_cast<size_t>(rank_) * count * dtype_size(type);
   const void* source = send == static_cast<char*>(recv) + offset ? MPI_IN_PLACE : send;
@@ -181,6 +187,59 @@ void MpiCommunicator::broadcast(void* data, size_t count, DType type, int root) 
                  AUTOLOCO_MPI(MPI_Ibcast(at, checked_count(n), mpi_type(type), root, comm_, r));
                });
   }
+}
+
+void MpiCommunicator::reduce_scatter_sum(const void* send, void* recv,
+                                         const std::vector<size_t>& counts, DType type) {
+  std::vector<int> n;
+  for (const size_t c : counts)
+    n.push_back(checked_count(c));
+  if (size_ == 1) {
+    std::memcpy(recv, send, counts[0] * dtype_size(type));
+    return;
+  }
+  counted_.reduce_scatter += bytes_of(counts, type);
+  collective(
+      [&] {
+        AUTOLOCO_MPI(MPI_Reduce_scatter(send, recv, n.data(), mpi_type(type), MPI_SUM, comm_));
+      },
+      [&](MPI_Request* r) {
+        AUTOLOCO_MPI(MPI_Ireduce_scatter(send, recv, n.data(), mpi_type(type), MPI_SUM, comm_, r));
+      });
+}
+
+void MpiCommunicator::allgather_in_place(void* data, const std::vector<size_t>& counts,
+                                         const std::vector<size_t>& offsets, DType type) {
+  if (size_ == 1) return;
+  counted_.allgather += bytes_of(counts, type);
+  // MPI's displacements are ints: measured from the first part, they fit unless the parts lie
+  // more than 2^31 elements apart (a shard of a very large buffer); then one broadcast each.
+  const size_t base = *std::min_element(offsets.begin(), offsets.end());
+  std::vector<int> n;
+  std::vector<int> displs;
+  bool fits = true;
+  for (size_t r = 0; r < counts.size(); ++r) {
+    n.push_back(checked_count(counts[r]));
+    fits = fits && offsets[r] - base <= static_cast<size_t>(std::numeric_limits<int>::max());
+    displs.push_back(fits ? static_cast<int>(offsets[r] - base) : 0);
+  }
+  auto* bytes = static_cast<char*>(data);
+  const size_t elem = dtype_size(type);
+  if (!fits) {
+    for (size_t r = 0; r < counts.size(); ++r)
+      broadcast(bytes + offsets[r] * elem, counts[r], type, static_cast<int>(r));
+    return;
+  }
+  void* at = bytes + base * elem;
+  collective(
+      [&] {
+        AUTOLOCO_MPI(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, at, n.data(), displs.data(),
+                                    mpi_type(type), comm_));
+      },
+      [&](MPI_Request* r) {
+        AUTOLOCO_MPI(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, at, n.data(),
+                                     displs.data(), mpi_type(type), comm_, r));
+      });
 }
 
 void MpiCommunicator::barrier() {

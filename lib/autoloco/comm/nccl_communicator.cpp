@@ -90,17 +90,54 @@ void NcclCommunicator::synchronize() {
 }
 
 void NcclCommunicator::allreduce_sum(void* data, size_t count, DType type) {
+  counted_.allreduce += static_cast<int64_t>(count * dtype_size(type));
   AUTOLOCO_NCCL(
       ncclAllReduce(data, data, count, nccl_type(type), ncclSum, state_->comm, state_->stream()));
 }
 
 void NcclCommunicator::allgather(const void* send, void* recv, size_t count, DType type) {
+  counted_.allgather += static_cast<int64_t>(static_cast<size_t>(size_) * count * dtype_size(type));
   AUTOLOCO_NCCL(ncclAllGather(send, recv, count, nccl_type(type), state_->comm, state_->stream()));
 }
 
 void NcclCommunicator::broadcast(void* data, size_t count, DType type, int root) {
   AUTOLOCO_NCCL(
       ncclBroadcast(data, data, count, nccl_type(type), root, state_->comm, state_->stream()));
+}
+
+void NcclCommunicator::reduce_scatter_sum(const void* send, void* recv,
+                                          const std::vector<size_t>& counts, DType type) {
+  // ncclReduceScatter wants equal parts; uneven ones (the last shard of a buffer that R does
+  // not divide) are one grouped reduce per part, rooted at its owner.
+  counted_.reduce_scatter += bytes_of(counts, type);
+  const auto* bytes = static_cast<const char*>(send);
+  const size_t elem = dtype_size(type);
+  AUTOLOCO_NCCL(ncclGroupStart());
+  size_t offset = 0;
+  for (size_t r = 0; r < counts.size(); ++r) {
+    if (counts[r] > 0) {
+      AUTOLOCO_NCCL(ncclReduce(bytes + offset * elem, static_cast<int>(r) == rank_ ? recv : nullptr,
+                               counts[r], nccl_type(type), ncclSum, static_cast<int>(r),
+                               state_->comm, state_->stream()));
+    }
+    offset += counts[r];
+  }
+  AUTOLOCO_NCCL(ncclGroupEnd());
+}
+
+void NcclCommunicator::allgather_in_place(void* data, const std::vector<size_t>& counts,
+                                          const std::vector<size_t>& offsets, DType type) {
+  counted_.allgather += bytes_of(counts, type);
+  auto* bytes = static_cast<char*>(data);
+  const size_t elem = dtype_size(type);
+  AUTOLOCO_NCCL(ncclGroupStart());
+  for (size_t r = 0; r < counts.size(); ++r) {
+    if (counts[r] == 0) continue;
+    void* at = bytes + offsets[r] * elem;
+    AUTOLOCO_NCCL(ncclBroadcast(at, at, counts[r], nccl_type(type), static_cast<int>(r),
+                                state_->comm, state_->stream()));
+  }
+  AUTOLOCO_NCCL(ncclGroupEnd());
 }
 
 void NcclCommunicator::barrier() {

@@ -31,6 +31,10 @@ class NcclCommunicator final : public Communicator {
   void allreduce_sum(void* data, size_t count, DType type) override;
   void allgather(const void* send, void* recv, size_t count, DType type) override;
   void broadcast(void* data, size_t count, DType type, int root) override;
+  void reduce_scatter_sum(const void* send, void* recv, const std::vector<size_t>& counts,
+                          DType type) override;
+  void allgather_in_place(void* data, const std::vector<size_t>& counts,
+                          const std::vector<size_t>& offsets, DType type) override;
   void barrier() override;
 
  private:

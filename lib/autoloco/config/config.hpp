@@ -47,11 +47,16 @@ struct RunConfig {
 
 struct TopologyConfig {
   int64_t ranks_per_dc = 1;
+  std::string shard = "none";
 
   template <class Self, class V>
   static void visit(Self& s, V& v) {
     v("ranks_per_dc", s.ranks_per_dc,
       "MPI ranks per datacenter; the world size must be a multiple of it");
+    v("shard", s.shard,
+      "how a dc's state is split over its members (ZeRO, docs/sharding.md): none (every member "
+      "keeps everything), optimizer (AdamW moments and the outer state sharded: stage 1), "
+      "gradients (the gradient too, reduce-scattered bucket by bucket in backward: stage 2)");
   }
 };
 

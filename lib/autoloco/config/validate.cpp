@@ -309,6 +309,16 @@ void validate_ckpt(const CkptConfig& k) {
   require_non_negative(k.timeout_s, "ckpt.timeout_s");
 }
 
+// topology.shard splits a dc's inner and outer state; ddp has no outer state and sends the
+// whole gradient across dcs at every step, so it keeps the unsharded path.
+void validate_shard(const Config& c) {
+  require_one_of(c.topology.shard, {"none", "optimizer", "gradients"}, "topology.shard");
+  require(c.topology.shard == "none" || c.outer.method != "ddp", "topology.shard",
+          "topology.shard " + c.topology.shard +
+              " shards the outer state of a low-communication method; outer.method ddp "
+              "all-reduces whole gradients across dcs: use topology.shard none with ddp");
+}
+
 }  // namespace
 
 namespace {
@@ -369,6 +379,7 @@ std::vector<IntervalChange> parse_interval_schedule(const IntervalConfig& interv
 void validate(const Config& c) {
   validate_run(c.run);
   require_positive(c.topology.ranks_per_dc, "topology.ranks_per_dc");
+  validate_shard(c);
   validate_model(c.model);
   validate_data(c.data);
   validate_inner(c.inner);

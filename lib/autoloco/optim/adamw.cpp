@@ -16,17 +16,20 @@ bool fused_adamw_available() {
 }
 
 FlatAdamW::FlatAdamW(FlatParams& params, AdamWOptions options)
-    : params_(params),
+    : FlatAdamW(params.view(), options) {}
+
+FlatAdamW::FlatAdamW(const FlatView& view, AdamWOptions options)
+    : view_(view),
       options_(options),
-      exp_avg_(torch::zeros_like(params.values())),
-      exp_avg_sq_(torch::zeros_like(params.values())) {
+      exp_avg_(torch::zeros_like(view.values)),
+      exp_avg_sq_(torch::zeros_like(view.values)) {
   if (options_.fused && !fused_adamw_available()) {
     throw Error("FlatAdamW: the fused kernel needs LibTorch 2.x, this is " TORCH_VERSION);
   }
   if (options_.fused) {
-    step_count_ = torch::zeros({}, params.values().options());
+    step_count_ = torch::zeros({}, view_.values.options());
   } else {
-    denom_ = torch::empty_like(params.values());
+    denom_ = torch::empty_like(view_.values);
   }
 }
 
@@ -37,16 +40,16 @@ void FlatAdamW::step(double lr) {
     fused_step(lr);
     return;
   }
-  auto& p = params_.values();
-  const auto& g = params_.grads();
+  auto& p = view_.values;
+  const auto& g = view_.grads;
   const double b1 = options_.beta1;
   const double b2 = options_.beta2;
   const auto t = static_cast<double>(step_);
   const double bias_c1 = 1.0 - std::pow(b1, t);
   const double bias_c2 = 1.0 - std::pow(b2, t);
 
-  if (options_.weight_decay != 0.0 && params_.decay_numel() > 0) {
-    p.narrow(0, 0, params_.decay_numel()).mul_(1.0 - lr * options_.weight_decay);
+  if (options_.weight_decay != 0.0 && view_.decay_numel > 0) {
+    p.narrow(0, 0, view_.decay_numel).mul_(1.0 - lr * options_.weight_decay);
   }
   exp_avg_.mul_(b1).add_(g, 1.0 - b1);
   exp_avg_sq_.mul_(b2).addcmul_(g, g, 1.0 - b2);
@@ -63,15 +66,14 @@ void FlatAdamW::fused_step(double lr) {
   // Weight decay is per call: the decayed slice [0, decay_numel) and the rest, each contiguous.
   auto update = [&](int64_t begin, int64_t numel, double weight_decay) {
     if (numel == 0) return;
-    at::_fused_adamw_({params_.values().narrow(0, begin, numel)},
-                      {params_.grads().narrow(0, begin, numel)}, {exp_avg_.narrow(0, begin, numel)},
-                      {exp_avg_sq_.narrow(0, begin, numel)},
+    at::_fused_adamw_({view_.values.narrow(0, begin, numel)}, {view_.grads.narrow(0, begin, numel)},
+                      {exp_avg_.narrow(0, begin, numel)}, {exp_avg_sq_.narrow(0, begin, numel)},
                       /*max_exp_avg_sqs=*/{}, {step_count_}, lr, o.beta1, o.beta2, weight_decay,
                       o.eps, /*amsgrad=*/false, /*maximize=*/false);
   };
-  const int64_t decayed = o.weight_decay != 0.0 ? params_.decay_numel() : 0;
+  const int64_t decayed = o.weight_decay != 0.0 ? view_.decay_numel : 0;
   update(0, decayed, o.weight_decay);
-  update(decayed, params_.numel() - decayed, 0.0);
+  update(decayed, view_.numel() - decayed, 0.0);
 #else
   (void)lr;
 #endif

@@ -32,7 +32,10 @@ bool fused_adamw_available();
 // exp_avg_sq(), step_count() and restore it with set_state().
 class FlatAdamW final : public InnerOptimizer {
  public:
+  // Over the whole flat buffer, or over `view` (one member's shard: topology.shard), whose
+  // tensors must outlive it.
   FlatAdamW(FlatParams& params, AdamWOptions options);
+  FlatAdamW(const FlatView& view, AdamWOptions options);
 
   void step(double lr) override;
 
@@ -43,13 +46,13 @@ class FlatAdamW final : public InnerOptimizer {
   const torch::Tensor& exp_avg_sq() const { return exp_avg_sq_; }
   const AdamWOptions& options() const { return options_; }
 
-  // Copies m and v (numel equal to the flat buffer's) into the state. Throws Error otherwise.
+  // Copies m and v (numel equal to the view's) into the state. Throws Error otherwise.
   void set_state(int64_t step, const torch::Tensor& m, const torch::Tensor& v);
 
  private:
   void fused_step(double lr);
 
-  FlatParams& params_;
+  FlatView view_;
   AdamWOptions options_;
   int64_t step_ = 0;
   torch::Tensor exp_avg_;

@@ -1,6 +1,7 @@
 // Builds the flat value/grad buffers and re-points the module's parameters at them.
 #include "autoloco/optim/flat_params.hpp"
 
+#include <algorithm>
 #include <unordered_set>
 #include <utility>
 
@@ -52,7 +53,7 @@ DecayRule FlatParams::default_decay_rule() {
   return &is_decayed;
 }
 
-FlatParams::FlatParams(torch::nn::Module& module, const DecayRule& decayed) {
+FlatParams::FlatParams(torch::nn::Module& module, const DecayRule& decayed, bool flat_grads) {
   const auto named = collect(module, decayed);
   check_uniform(named);
   int64_t total = 0;
@@ -63,7 +64,7 @@ FlatParams::FlatParams(torch::nn::Module& module, const DecayRule& decayed) {
   }
   const auto options = named.front().param.options().requires_grad(false);
   values_ = torch::empty({total}, options);
-  grads_ = torch::zeros({total}, options);
+  if (flat_grads) grads_ = torch::zeros({total}, options);
 
   torch::NoGradGuard no_grad;
   for (size_t i = 0; i < named.size(); ++i) {
@@ -73,16 +74,31 @@ FlatParams::FlatParams(torch::nn::Module& module, const DecayRule& decayed) {
     value.copy_(param);
     param.set_data(value);
     // A defined grad makes AccumulateGrad add into it in place rather than install a new tensor.
-    param.mutable_grad() = grads_.narrow(0, s.offset, s.numel).view(s.shape);
+    if (flat_grads) {
+      param.mutable_grad() = grads_.narrow(0, s.offset, s.numel).view(s.shape);
+    } else {
+      param.mutable_grad().reset();
+    }
     params_.push_back(param);
   }
 }
 
 void FlatParams::zero_grad() {
-  grads_.zero_();
+  if (grads_.defined()) {
+    grads_.zero_();
+    return;
+  }
+  for (auto& p : params_)
+    p.mutable_grad().reset();
+}
+
+FlatView FlatParams::shard_view(int64_t begin, int64_t count, const torch::Tensor& grads) {
+  const int64_t decayed = std::clamp<int64_t>(decay_numel_ - begin, 0, count);
+  return {values_.narrow(0, begin, count), grads, decayed};
 }
 
 bool FlatParams::grads_attached() const {
+  if (!grads_.defined()) return false;
   const auto element = static_cast<int64_t>(values_.element_size());
   for (size_t i = 0; i < params_.size(); ++i) {
     const auto offset = slices_[i].offset * element;

@@ -21,6 +21,16 @@ struct ParamSlice {
   bool decayed = false;
 };
 
+// What an inner optimizer steps: the values and gradients of a run of the flat buffer (all of
+// it, or one member's shard under topology.shard), whose first decay_numel elements take
+// weight decay (the decayed parameters come first in the flat layout).
+struct FlatView {
+  torch::Tensor values;
+  torch::Tensor grads;
+  int64_t decay_numel = 0;
+  int64_t numel() const { return values.numel(); }
+};
+
 using DecayRule = std::function<bool(const std::string& name, const torch::Tensor& param)>;
 
 // The default rule: weight decay applies to matrices and embeddings (dim >= 2), never to
@@ -41,7 +51,11 @@ bool is_decayed(const std::string& name, const torch::Tensor& param);
 // module's parameters, which alias its storage.
 class FlatParams {
  public:
-  explicit FlatParams(torch::nn::Module& module, const DecayRule& decayed = default_decay_rule());
+  // `flat_grads` false (topology.shard gradients): no flat gradient buffer; each parameter's
+  // .grad() is autograd's own tensor, which the sharding takes and frees during backward, and
+  // grads() is undefined.
+  explicit FlatParams(torch::nn::Module& module, const DecayRule& decayed = default_decay_rule(),
+                      bool flat_grads = true);
   FlatParams(const FlatParams&) = delete;
   FlatParams& operator=(const FlatParams&) = delete;
   FlatParams(FlatParams&&) = delete;
@@ -52,9 +66,17 @@ class FlatParams {
   torch::Tensor& grads() { return grads_; }
   int64_t numel() const { return values_.numel(); }
   int64_t decay_numel() const { return decay_numel_; }
+  bool flat_grads() const { return grads_.defined(); }
+  // The whole buffer, or elements [begin, begin + count) with `grads` (count elements) as their
+  // gradient, for an optimizer.
+  FlatView view() { return {values_, grads_, decay_numel_}; }
+  FlatView shard_view(int64_t begin, int64_t count, const torch::Tensor& grads);
+  // The module's parameters, in slices() order.
+  const std::vector<torch::Tensor>& parameters() const { return params_; }
   const std::vector<ParamSlice>& slices() const { return slices_; }
 
-  // Zeroes grads() in place, so every parameter keeps pointing into it.
+  // Zeroes grads() in place, so every parameter keeps pointing into it (without flat grads:
+  // drops every parameter's gradient).
   void zero_grad();
 
   // True when every parameter's value and grad still alias the flat buffers.

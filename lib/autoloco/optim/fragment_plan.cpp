@@ -153,28 +153,56 @@ FragmentPlan::FragmentPlan(const std::vector<ParamSlice>& slices, int64_t fragme
 }
 
 torch::Tensor FragmentPlan::gather(const torch::Tensor& flat, size_t p) const {
-  const std::vector<FlatRange>& ranges = fragments_[p].ranges;
-  if (ranges.size() == 1) return flat.narrow(0, ranges[0].offset, ranges[0].numel);
+  return gather(flat, p, 0, fragments_[p].numel);
+}
+
+void FragmentPlan::scatter(const torch::Tensor& part, size_t p, torch::Tensor& flat) const {
+  scatter(part, p, 0, flat);
+}
+
+void FragmentPlan::mix(const torch::Tensor& part, size_t p, double alpha,
+                       torch::Tensor& flat) const {
+  mix(part, p, 0, alpha, flat);
+}
+
+std::vector<FlatRange> FragmentPlan::ranges(size_t p, int64_t begin, int64_t count) const {
+  std::vector<FlatRange> out;
+  int64_t at = 0;  // where range r starts in the fragment's vector
+  for (const FlatRange& r : fragments_[p].ranges) {
+    const int64_t lo = std::max(begin, at);
+    const int64_t hi = std::min(begin + count, at + r.numel);
+    if (lo < hi) out.push_back({r.offset + (lo - at), hi - lo});
+    at += r.numel;
+  }
+  return out;
+}
+
+torch::Tensor FragmentPlan::gather(const torch::Tensor& flat, size_t p, int64_t begin,
+                                   int64_t count) const {
+  const std::vector<FlatRange> rs = ranges(p, begin, count);
+  if (rs.size() == 1) return flat.narrow(0, rs[0].offset, rs[0].numel);
+  if (rs.empty()) return flat.narrow(0, 0, 0);
   std::vector<torch::Tensor> parts;
-  for (const FlatRange& r : ranges)
+  for (const FlatRange& r : rs)
     parts.push_back(flat.narrow(0, r.offset, r.numel));
   return torch::cat(parts);
 }
 
-void FragmentPlan::scatter(const torch::Tensor& part, size_t p, torch::Tensor& flat) const {
+void FragmentPlan::scatter(const torch::Tensor& part, size_t p, int64_t begin,
+                           torch::Tensor& flat) const {
   torch::NoGradGuard no_grad;
   int64_t at = 0;
-  for (const FlatRange& r : fragments_[p].ranges) {
+  for (const FlatRange& r : ranges(p, begin, part.numel())) {
     flat.narrow(0, r.offset, r.numel).copy_(part.narrow(0, at, r.numel));
     at += r.numel;
   }
 }
 
-void FragmentPlan::mix(const torch::Tensor& part, size_t p, double alpha,
+void FragmentPlan::mix(const torch::Tensor& part, size_t p, int64_t begin, double alpha,
                        torch::Tensor& flat) const {
   torch::NoGradGuard no_grad;
   int64_t at = 0;
-  for (const FlatRange& r : fragments_[p].ranges) {
+  for (const FlatRange& r : ranges(p, begin, part.numel())) {
     flat.narrow(0, r.offset, r.numel).mul_(alpha).add_(part.narrow(0, at, r.numel), 1.0 - alpha);
     at += r.numel;
   }

@@ -54,6 +54,14 @@ class FragmentPlan {
   // flat[fragment p] = alpha flat[fragment p] + (1 − alpha) part.
   void mix(const torch::Tensor& part, size_t p, double alpha, torch::Tensor& flat) const;
 
+  // The same on elements [begin, begin + count) of fragment p's vector (one member's shard of
+  // it, topology.shard): `part` holds those count elements.
+  std::vector<FlatRange> ranges(size_t p, int64_t begin, int64_t count) const;
+  torch::Tensor gather(const torch::Tensor& flat, size_t p, int64_t begin, int64_t count) const;
+  void scatter(const torch::Tensor& part, size_t p, int64_t begin, torch::Tensor& flat) const;
+  void mix(const torch::Tensor& part, size_t p, int64_t begin, double alpha,
+           torch::Tensor& flat) const;
+
   // One line per fragment for the start log: what it holds and its share of the parameters.
   std::vector<std::string> describe() const;
 

@@ -18,15 +18,17 @@ class InnerOptimizer {
 // p <- p − lr g, nothing else.
 class FlatSgd final : public InnerOptimizer {
  public:
-  explicit FlatSgd(FlatParams& params) : params_(params) {}
+  explicit FlatSgd(const FlatView& view) : view_(view) {}
   void step(double lr) override;
 
  private:
-  FlatParams& params_;
+  FlatView view_;
 };
 
 // inner.optimizer: adamw (inner.betas, eps, weight_decay; inner.adamw picks the kernel for the
-// params' device) or sgd.
+// params' device) or sgd, over the whole buffer or over `view` (one member's shard).
 std::unique_ptr<InnerOptimizer> make_inner_optimizer(const InnerConfig& inner, FlatParams& params);
+std::unique_ptr<InnerOptimizer> make_inner_optimizer(const InnerConfig& inner,
+                                                     const FlatView& view);
 
 }  // namespace autoloco

@@ -7,8 +7,10 @@
 namespace autoloco {
 
 BlockingSync::BlockingSync(const Config& config, FlatParams& params, MpiCommunicator& intra,
-                           WanLink& link, torch::Device state_device)
-    : link_(link), reducer_(intra, link), outer_(config, params, reducer_, link, state_device) {}
+                           WanLink& link, torch::Device state_device, OuterSharding sharding)
+    : link_(link),
+      reducer_(intra, link),
+      outer_(config, params, reducer_, link, state_device, sharding) {}
 
 std::optional<RoundStats> BlockingSync::end_round(FlatParams& params, const RoundInput& in,
                                                   int64_t) {

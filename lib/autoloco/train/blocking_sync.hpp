@@ -11,7 +11,7 @@ namespace autoloco {
 class BlockingSync final : public SyncPipeline {
  public:
   BlockingSync(const Config& config, FlatParams& params, MpiCommunicator& intra, WanLink& link,
-               torch::Device state_device);
+               torch::Device state_device, OuterSharding sharding = {});
 
   std::optional<RoundStats> poll(FlatParams&, int64_t) override { return std::nullopt; }
   std::optional<RoundStats> end_round(FlatParams& params, const RoundInput& in,

@@ -1,5 +1,7 @@
 #include "autoloco/train/fragmented_outer.hpp"
 
+#include "autoloco/train/inner_shard.hpp"
+
 namespace autoloco {
 namespace {
 
@@ -12,16 +14,70 @@ FragmentPlan make_plan(const FlatParams& params, int64_t fragments) {
 
 FragmentedOuter::FragmentedOuter(const Config& config, FlatParams& params,
                                  HierarchicalAllreduce& reducer, WanLink& link,
-                                 torch::Device state_device)
-    : plan_(make_plan(params, config.outer.fragments)) {
+                                 torch::Device state_device, OuterSharding sharding)
+    : plan_(make_plan(params, config.outer.fragments)), sharding_(sharding) {
   for (size_t p = 0; p < plan_.size(); ++p) {
     syncs_.push_back(std::make_unique<OuterSync>(config.outer, config.interval.H, params, plan_, p,
                                                  reducer, link, state_device,
-                                                 static_cast<uint64_t>(config.run.seed)));
+                                                 static_cast<uint64_t>(config.run.seed), sharding));
   }
 }
 
+void FragmentedOuter::whole_into(torch::Tensor& flat,
+                                 const std::function<torch::Tensor(size_t)>& part) const {
+  torch::NoGradGuard no_grad;
+  for (size_t p = 0; p < syncs_.size(); ++p) {
+    const torch::Tensor mine = part(p);
+    if (mine.defined()) plan_.scatter(mine, p, syncs_[p]->span().begin(), flat);
+  }
+  if (!sharding_.sharded) return;
+  std::vector<std::vector<FlatRange>> ranges(static_cast<size_t>(syncs_[0]->span().members));
+  for (size_t p = 0; p < syncs_.size(); ++p) {
+    const ShardSpan& span = syncs_[p]->span();
+    for (int m = 0; m < span.members; ++m) {
+      for (const FlatRange& r : plan_.ranges(p, span.begin_of(m), span.count_of(m)))
+        ranges[static_cast<size_t>(m)].push_back(r);
+    }
+  }
+  allgather_ranges(flat, ranges, flat.is_cuda() ? *sharding_.replica : *sharding_.host);
+}
+
+void FragmentedOuter::anchor_into(torch::Tensor& flat) const {
+  whole_into(flat, [&](size_t p) { return syncs_[p]->anchor(); });
+}
+
+std::vector<FlatRange> FragmentedOuter::member_ranges() const {
+  std::vector<FlatRange> out;
+  for (size_t p = 0; p < syncs_.size(); ++p) {
+    const ShardSpan& span = syncs_[p]->span();
+    for (const FlatRange& r : plan_.ranges(p, span.begin(), span.count()))
+      out.push_back(r);
+  }
+  return out;
+}
+
+torch::Tensor FragmentedOuter::member_anchor() const {
+  std::vector<torch::Tensor> parts;
+  for (const auto& s : syncs_)
+    parts.push_back(s->anchor());
+  return torch::cat(parts);
+}
+
+torch::Tensor FragmentedOuter::member_state(size_t index) const {
+  std::vector<torch::Tensor> parts;
+  for (const auto& s : syncs_) {
+    torch::Tensor t = s->optimizer().state()[index].second;
+    parts.push_back(t.defined() ? t : torch::zeros_like(s->anchor()));
+  }
+  return torch::cat(parts);
+}
+
 torch::Tensor FragmentedOuter::anchor() const {
+  if (sharding_.sharded) {
+    torch::Tensor whole = torch::zeros({plan_.numel()}, syncs_[0]->anchor().options());
+    anchor_into(whole);
+    return whole;
+  }
   if (plan_.whole()) return syncs_[0]->anchor();
   const torch::Tensor& first = syncs_[0]->anchor();
   torch::Tensor whole = torch::empty({plan_.numel()}, first.options());
@@ -32,23 +88,23 @@ torch::Tensor FragmentedOuter::anchor() const {
 
 void FragmentedOuter::load_anchor(const torch::Tensor& whole) {
   torch::NoGradGuard no_grad;
-  for (size_t p = 0; p < syncs_.size(); ++p)
-    syncs_[p]->anchor().copy_(plan_.gather(whole, p));
+  for (size_t p = 0; p < syncs_.size(); ++p) {
+    const ShardSpan& span = syncs_[p]->span();
+    syncs_[p]->anchor().copy_(plan_.gather(whole, p, span.begin(), span.count()));
+  }
 }
 
 std::vector<std::pair<std::string, torch::Tensor>> FragmentedOuter::optimizer_state() const {
   std::vector<std::pair<std::string, torch::Tensor>> out = syncs_[0]->optimizer().state();
-  if (plan_.whole()) return out;
+  if (plan_.whole() && !sharding_.sharded) return out;
   for (size_t i = 0; i < out.size(); ++i) {
     // A fragment whose optimizer has no such state yet contributes zeros (what it starts from).
+    // (The same on every member of a dc: its fragments step together.)
     bool any = false;
+    for (const auto& s : syncs_)
+      any = any || s->optimizer().state()[i].second.defined();
     torch::Tensor whole = torch::zeros({plan_.numel()}, syncs_[0]->anchor().options());
-    for (size_t p = 0; p < syncs_.size(); ++p) {
-      const torch::Tensor part = syncs_[p]->optimizer().state()[i].second;
-      if (!part.defined()) continue;
-      plan_.scatter(part, p, whole);
-      any = true;
-    }
+    whole_into(whole, [&](size_t p) { return syncs_[p]->optimizer().state()[i].second; });
     out[i].second = any ? whole : torch::Tensor();
   }
   return out;
@@ -56,7 +112,9 @@ std::vector<std::pair<std::string, torch::Tensor>> FragmentedOuter::optimizer_st
 
 void FragmentedOuter::load_optimizer_state(const std::string& name, const torch::Tensor& whole) {
   for (size_t p = 0; p < syncs_.size(); ++p) {
-    const torch::Tensor part = whole.defined() ? plan_.gather(whole, p) : whole;
+    const ShardSpan& span = syncs_[p]->span();
+    const torch::Tensor part =
+        whole.defined() ? plan_.gather(whole, p, span.begin(), span.count()) : whole;
     syncs_[p]->optimizer().load_state(name, part);
   }
 }

@@ -19,6 +19,7 @@
 #include "autoloco/optim/inner_optimizer.hpp"
 #include "autoloco/sched/batch_controller.hpp"
 #include "autoloco/train/batch_step.hpp"
+#include "autoloco/train/inner_shard.hpp"
 
 namespace autoloco {
 
@@ -26,7 +27,8 @@ struct ModelInstance {
   int id = 0;  // 0 .. batch.instances − 1; instance 0 is never merged away
   Decoder model{nullptr};
   std::unique_ptr<FlatParams> params;
-  std::unique_ptr<InnerOptimizer> optimizer;
+  std::unique_ptr<InnerShard> shard;  // what this member keeps of the gradient (topology.shard)
+  std::unique_ptr<InnerOptimizer> optimizer;  // over shard->view()
   std::unique_ptr<BatchStream> stream;
   std::unique_ptr<BatchController> batch;
   std::unique_ptr<GradientSamples> samples;  // when the batch controller tests the noise

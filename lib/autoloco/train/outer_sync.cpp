@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "autoloco/train/inner_shard.hpp"
 #include "autoloco/util/error.hpp"
 #include "autoloco/util/fault_injection.hpp"
 #include "autoloco/util/log.hpp"
@@ -73,9 +74,24 @@ WireCodec wire_codec(const OuterConfig& outer) {
   return c;
 }
 
+namespace {
+
+// After each member wrote its shard of fragment p into `values`: every member's shards land on
+// every member.
+void allgather_fragment(torch::Tensor& values, const FragmentPlan& plan, size_t p,
+                        const ShardSpan& span, Communicator& members) {
+  std::vector<std::vector<FlatRange>> ranges;
+  for (int m = 0; m < span.members; ++m)
+    ranges.push_back(plan.ranges(p, span.begin_of(m), span.count_of(m)));
+  allgather_ranges(values, ranges, members);
+}
+
+}  // namespace
+
 OuterSync::OuterSync(const OuterConfig& outer, int64_t H0, FlatParams& params,
                      const FragmentPlan& plan, size_t fragment, HierarchicalAllreduce& reducer,
-                     WanLink& link, torch::Device state_device, uint64_t rounding_seed)
+                     WanLink& link, torch::Device state_device, uint64_t rounding_seed,
+                     OuterSharding sharding)
     : codec_(wire_codec(outer)),
       rounding_seed_(rounding_seed),
       plan_(plan),
@@ -83,19 +99,22 @@ OuterSync::OuterSync(const OuterConfig& outer, int64_t H0, FlatParams& params,
       optimizer_(make_outer_optimizer(outer, H0)),
       reducer_(reducer),
       link_(link),
-      device_staging_(std::make_unique<DeviceStaging>()) {
+      device_staging_(std::make_unique<DeviceStaging>()),
+      sharding_(sharding),
+      span_(plan[fragment].numel, sharding.sharded ? reducer.members() : 1,
+            sharding.sharded ? reducer.member() : 0) {
   torch::NoGradGuard no_grad;
   const bool gpu = params.values().is_cuda();
-  anchor_ = plan_.gather(params.values().detach(), fragment_)
-                .to(state_device, torch::kFloat, false, /*copy=*/true);
+  anchor_ = replica_part(params).detach().to(state_device, torch::kFloat, false, /*copy=*/true);
   // Host buffers that meet a GPU are pinned: the DMA engine then copies them directly, at full
   // link speed, instead of through the driver's pageable bounce buffer.
   if (gpu && !anchor_.is_cuda()) anchor_ = anchor_.pin_memory();
-  staging_ = torch::empty({anchor_.numel()},
+  // Sharded, the message is the member's padded shard; its padding stays zero.
+  staging_ = torch::zeros({sharding_.sharded ? span_.size() : anchor_.numel()},
                           torch::TensorOptions().dtype(torch::kFloat).pinned_memory(gpu));
   if (outer.error_feedback) {
     residual_ = torch::zeros({static_cast<int64_t>(HierarchicalAllreduce::shard_size(
-                                 static_cast<size_t>(anchor_.numel()), reducer_.members()))},
+                                 static_cast<size_t>(span_.numel), reducer_.members()))},
                              torch::kFloat);
   }
 }
@@ -108,27 +127,39 @@ int64_t OuterSync::buffer_bytes() const {
   return 4 * (staging_.numel() + snapshot + residual);
 }
 
+torch::Tensor OuterSync::replica_part(FlatParams& params) const {
+  return plan_.gather(params.values(), fragment_, span_.begin(), span_.count());
+}
+
+double OuterSync::whole_norm_sq(const torch::Tensor& x, Communicator* members) const {
+  const double norm = x.norm().item<double>();
+  double sq = norm * norm;
+  if (sharding_.sharded && members != nullptr) members->allreduce_sum(&sq, 1);
+  return sq;
+}
+
 void OuterSync::stage_delta(FlatParams& params) {
-  const torch::Tensor replica = plan_.gather(params.values(), fragment_);
+  const torch::Tensor replica = replica_part(params);
+  torch::Tensor staged = message();
   if (replica.is_cuda() && !anchor_.is_cuda()) {
     // The replica comes to the host anchor: Δ_i = anchor − replica as anchor + (−replica),
     // which rounds exactly like the subtraction.
-    staging_.copy_(replica);
-    staging_.neg_().add_(anchor_);
+    staged.copy_(replica);
+    staged.neg_().add_(anchor_);
     return;
   }
   if (!anchor_.is_cuda()) {
-    torch::sub_out(staging_, anchor_, replica);
+    torch::sub_out(staged, anchor_, replica);
     return;
   }
   // On the GPU next to the replica, then to the host.
   torch::Tensor& delta = device_staging_->buffer(anchor_.device(), anchor_.numel());
   torch::sub_out(delta, anchor_, replica);
-  staging_.copy_(delta);
+  staged.copy_(delta);
 }
 
 void OuterSync::stage_delta_async(FlatParams& params) {
-  const torch::Tensor replica = plan_.gather(params.values(), fragment_);
+  const torch::Tensor replica = replica_part(params);
   DeviceStaging& d = *device_staging_;
   d.negate_on_host = !anchor_.is_cuda();
   torch::Tensor& snapshot = d.buffer(replica.device(), anchor_.numel());
@@ -145,7 +176,7 @@ void OuterSync::stage_delta_async(FlatParams& params) {
   ready.block(*d.side);
   {
     c10::StreamGuard on_side(*d.side);
-    staging_.copy_(d.snapshot, /*non_blocking=*/true);
+    message().copy_(d.snapshot, /*non_blocking=*/true);
   }
   d.copied.emplace(home.device_type());
   d.copied->record(*d.side);
@@ -158,7 +189,7 @@ void OuterSync::await_staging() {
   while (!d.copied->query())
     std::this_thread::sleep_for(std::chrono::microseconds(50));
   d.copied.reset();
-  if (d.negate_on_host) staging_.neg_().add_(anchor_);
+  if (d.negate_on_host) message().neg_().add_(anchor_);
 }
 
 StagedRound OuterSync::stage(FlatParams& params, const RoundInput& in, bool asynchronous) {
@@ -201,7 +232,11 @@ void OuterSync::reduce(StagedRound& r) {
   }
   const Watch watch("the inter-dc all-reduce");
   await_staging();
-  const double delta_norm = staging_.norm().item<double>();
+  // Sharded, the members' parts of ‖Δ_i‖² are summed over the reducer's own communicator (this
+  // may be the communication thread).
+  const double delta_norm =
+      sharding_.sharded ? std::sqrt(reducer_.sum_over_members(whole_norm_sq(message(), nullptr)))
+                        : staging_.norm().item<double>();
   if (!std::isfinite(delta_norm)) {
     throw TrainingError(fmt::format(
         "the pseudo-gradient of dc {} in round {}{} is not finite (NaN or infinity): the "
@@ -237,9 +272,14 @@ void OuterSync::reduce(StagedRound& r) {
   const int64_t sent_before = link_.sent_bytes();
   const uint64_t stream =
       rounding_stream(rounding_seed_, static_cast<uint64_t>(in.round) * 0x10000ULL + fragment_);
-  reducer_.allreduce_sum(staging_.data_ptr<float>(), static_cast<size_t>(staging_.numel()),
-                         scalars.data(), scalars.size(), codec_, stream,
-                         residual_.defined() ? residual_.data_ptr<float>() : nullptr);
+  float* residual = residual_.defined() ? residual_.data_ptr<float>() : nullptr;
+  if (sharding_.sharded) {
+    reducer_.allreduce_shard_sum(staging_.data_ptr<float>(), static_cast<size_t>(staging_.numel()),
+                                 scalars.data(), scalars.size(), codec_, stream, residual);
+  } else {
+    reducer_.allreduce_sum(staging_.data_ptr<float>(), static_cast<size_t>(staging_.numel()),
+                           scalars.data(), scalars.size(), codec_, stream, residual);
+  }
   r.link_s = link_.link_seconds() - link_before;
   r.wall_s = link_.wall_seconds() - wall_before;
   r.dc_bytes = link_.dc_bytes() - bytes_before;
@@ -265,8 +305,7 @@ RoundStats OuterSync::finish(const StagedRound& r) {
   s.set_delta_sums(scalars[kWeight], scalars[kDeltaSq], scalars[kDeltaSqWeightSq]);
   s.mean_delta_norm = scalars[kDeltaNorm] / g;
   s.round_s = scalars[kSeconds] / g;
-  const double avg_norm = staging_.norm().item<double>();
-  s.avg_delta_sq = avg_norm * avg_norm;
+  s.avg_delta_sq = whole_norm_sq(message(), sharding_.host);
   s.rho = RoundStats::agreement(g, s.effective_dcs, s.mean_delta_sq, s.avg_delta_sq);
   const double* next_batch = scalars.data() + kNumScalars;
   const double* demand = next_batch + g;
@@ -280,9 +319,9 @@ RoundStats OuterSync::finish(const StagedRound& r) {
 
   // The step works in Δ̄'s storage (OuterOptimizer::step): the staging buffer, or its copy in
   // the device buffer next to a device anchor. Either is rewritten before it is read again.
-  torch::Tensor& mean_delta =
-      anchor_.is_cuda() ? device_staging_->buffer(anchor_.device(), anchor_.numel()) : staging_;
-  if (anchor_.is_cuda()) mean_delta.copy_(staging_);
+  torch::Tensor mean_delta =
+      anchor_.is_cuda() ? device_staging_->buffer(anchor_.device(), anchor_.numel()) : message();
+  if (anchor_.is_cuda()) mean_delta.copy_(message());
   optimizer_->step(anchor_, mean_delta, s);
   return s;
 }
@@ -290,15 +329,19 @@ RoundStats OuterSync::finish(const StagedRound& r) {
 void OuterSync::merge(FlatParams& params, double alpha) {
   torch::NoGradGuard no_grad;
   torch::Tensor& replica = params.values();
+  const int64_t begin = span_.begin();
   if (alpha == 0.0) {
-    plan_.scatter(anchor_, fragment_, replica);  // copy_ crosses devices itself
+    plan_.scatter(anchor_, fragment_, begin, replica);  // copy_ crosses devices itself
   } else if (replica.device() == anchor_.device()) {
-    plan_.mix(anchor_, fragment_, alpha, replica);
+    plan_.mix(anchor_, fragment_, begin, alpha, replica);
   } else {
     torch::Tensor& near = device_staging_->buffer(replica.device(), anchor_.numel());
     near.copy_(anchor_);
-    plan_.mix(near, fragment_, alpha, replica);
+    plan_.mix(near, fragment_, begin, alpha, replica);
   }
+  // Every member mixed its shard of the fragment (the members' replicas are equal): theirs
+  // complete it.
+  if (sharding_.sharded) allgather_fragment(replica, plan_, fragment_, span_, *sharding_.replica);
 }
 
 RoundStats OuterSync::sync(FlatParams& params, const RoundInput& in) {

@@ -8,7 +8,9 @@
 #include <memory>
 #include <vector>
 
+#include "autoloco/comm/communicator.hpp"
 #include "autoloco/comm/hierarchical_allreduce.hpp"
+#include "autoloco/comm/shard_span.hpp"
 #include "autoloco/config/config.hpp"
 #include "autoloco/optim/flat_params.hpp"
 #include "autoloco/optim/fragment_plan.hpp"
@@ -58,6 +60,16 @@ struct StagedRound {
   int64_t sent_bytes = 0;  // bytes all dcs sent on the link
 };
 
+// How the members of a dc hold the outer state (topology.shard, ALGORITHMS.md §5): unsharded,
+// each keeps the whole anchor and momentum of the fragment; sharded, member m keeps shard m
+// (ShardSpan) of them and of the message, which is exactly what the hierarchical all-reduce
+// gives it, and the round's end all-gathers the replica instead of the averaged message.
+struct OuterSharding {
+  bool sharded = false;
+  Communicator* host = nullptr;     // the dc's members, host buffers, the main thread
+  Communicator* replica = nullptr;  // the dc's members, where the replica lives (NCCL on GPUs)
+};
+
 class OuterSync {
  public:
   // Scalars that ride in each round's inter-dc message (weight w_i, loss, w_i ‖Δ_i‖², ‖Δ_i‖,
@@ -84,7 +96,7 @@ class OuterSync {
   // stochastic rounding on the wire. `plan` must outlive it.
   OuterSync(const OuterConfig& outer, int64_t H0, FlatParams& params, const FragmentPlan& plan,
             size_t fragment, HierarchicalAllreduce& reducer, WanLink& link,
-            torch::Device state_device, uint64_t rounding_seed = 0);
+            torch::Device state_device, uint64_t rounding_seed = 0, OuterSharding sharding = {});
   ~OuterSync();
 
   // One round's end, blocking, on every rank of the world together: stage, reduce, finish, and
@@ -106,9 +118,14 @@ class OuterSync {
   // replica <- alpha replica + (1 − alpha) anchor on this fragment; alpha = 0 copies the anchor.
   void merge(FlatParams& params, double alpha);
 
-  // This fragment's anchor (its elements in the plan's range order).
+  // This fragment's anchor (its elements in the plan's range order; sharded: elements
+  // [span().begin(), + span().count()) of them).
   torch::Tensor& anchor() { return anchor_; }
-  // The host buffer of the message (a pending result's Σ w_i Δ_i, for checkpoints).
+  // Which of the fragment's elements this member keeps (all of them unsharded).
+  const ShardSpan& span() const { return span_; }
+  bool sharded() const { return sharding_.sharded; }
+  // The host buffer of the message (a pending result's Σ w_i Δ_i, for checkpoints): the
+  // anchor's elements first (sharded: then the zero padding of the shard).
   torch::Tensor& staging() { return staging_; }
   // outer.error_feedback: what rounding this rank's shard of the last pseudo-gradient lost
   // (undefined without error feedback).
@@ -124,6 +141,13 @@ class OuterSync {
   void stage_delta_async(FlatParams& params);
   // The side stream's copy into staging_ (after stage_delta_async), then Δ_i on the host.
   void await_staging();
+  // The replica's elements that the anchor holds.
+  torch::Tensor replica_part(FlatParams& params) const;
+  // The message's elements that the anchor holds (all of staging_ unsharded).
+  torch::Tensor message() { return staging_.narrow(0, 0, anchor_.numel()); }
+  // ‖x‖² of the whole fragment's vector when this member holds `x` of it: summed over the
+  // members (with `members`) when sharded.
+  double whole_norm_sq(const torch::Tensor& x, Communicator* members) const;
 
   struct DeviceStaging;  // the GPU side stream and its event (outer_sync.cpp)
   WireCodec codec_;
@@ -137,6 +161,8 @@ class OuterSync {
   torch::Tensor staging_;   // fp32 host buffer for the wire (pinned when params live on a GPU)
   torch::Tensor residual_;  // fp32 host, this member's shard (outer.error_feedback)
   std::unique_ptr<DeviceStaging> device_staging_;
+  OuterSharding sharding_;
+  ShardSpan span_;
 };
 
 }  // namespace autoloco

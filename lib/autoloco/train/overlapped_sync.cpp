@@ -14,7 +14,8 @@
 namespace autoloco {
 
 OverlappedSync::OverlappedSync(const Config& config, FlatParams& params, MpiCommunicator& intra,
-                               WanLink& link, torch::Device state_device, const Timer& wall)
+                               WanLink& link, torch::Device state_device, const Timer& wall,
+                               OuterSharding sharding)
     : tau_(config.outer.overlap_steps),
       alpha_(config.outer.overlap_alpha),
       numel_(params.numel()),
@@ -22,7 +23,7 @@ OverlappedSync::OverlappedSync(const Config& config, FlatParams& params, MpiComm
       link_(link),
       thread_intra_(intra.handle()),
       reducer_(thread_intra_, link),
-      outer_(config, params, reducer_, link, state_device),
+      outer_(config, params, reducer_, link, state_device, sharding),
       // The thread's CUDA work (copies on its side stream, events it destroys) is on the rank's
       // GPU, not on the thread's default device 0.
       thread_(std::make_unique<CommThread>(

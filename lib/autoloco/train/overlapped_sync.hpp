@@ -19,7 +19,7 @@ namespace autoloco {
 class OverlappedSync final : public SyncPipeline {
  public:
   OverlappedSync(const Config& config, FlatParams& params, MpiCommunicator& intra, WanLink& link,
-                 torch::Device state_device, const Timer& wall);
+                 torch::Device state_device, const Timer& wall, OuterSharding sharding = {});
   ~OverlappedSync() override;
 
   std::optional<RoundStats> poll(FlatParams& params, int64_t step) override;

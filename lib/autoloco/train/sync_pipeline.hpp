@@ -71,6 +71,7 @@ class SyncPipeline {
 // run's clock, from which compute time is measured.
 std::unique_ptr<SyncPipeline> make_sync_pipeline(const Config& config, FlatParams& params,
                                                  MpiCommunicator& intra, WanLink& link,
-                                                 torch::Device state_device, const Timer& wall);
+                                                 torch::Device state_device, const Timer& wall,
+                                                 OuterSharding sharding = {});
 
 }  // namespace autoloco

@@ -18,6 +18,7 @@
 #include "autoloco/util/error.hpp"
 #include "autoloco/util/fault_injection.hpp"
 #include "autoloco/util/log.hpp"
+#include "autoloco/util/memory_usage.hpp"
 #include "autoloco/util/mpi_threads.hpp"
 #include "autoloco/util/signals.hpp"
 
@@ -77,16 +78,22 @@ Trainer::Trainer(const Config& config, MPI_Comm world, TrainerOptions options)
   if (config_.data.partition == "by_shard") {
     subset = shards_for_dc(train_data_->num_shards(), topo_.dc, topo_.num_dcs);
   }
-  build_instances(subset);
-  streams_ = InstanceStreams(device_, instances_.size());
   HierarchicalAllreduce* across = !outer_method() && topo_.num_dcs > 1 ? reducer_.get() : nullptr;
   grad_sync_ =
       std::make_unique<GradientSync>(*grad_comm_, across, wire_codec(config_.outer),
                                      topo_.world_size, static_cast<uint64_t>(config_.run.seed));
+  baseline_rss_ = resident_bytes();
+  build_instances(subset);
+  streams_ = InstanceStreams(device_, instances_.size());
   if (outer_method()) {
     const torch::Device state_device =
         outer_state_device(config_.outer.state_device, device_, params().numel());
-    sync_ = make_sync_pipeline(config_, params(), *intra_mpi_, *wan_, state_device, wall_);
+    OuterSharding sharding;
+    sharding.sharded = config_.topology.shard != "none" && topo_.ranks_per_dc > 1;
+    sharding.host = intra_mpi_.get();
+    sharding.replica = grad_comm_.get();
+    sync_ =
+        make_sync_pipeline(config_, params(), *intra_mpi_, *wan_, state_device, wall_, sharding);
     controller_ = make_interval_controller(config_);
     H_ = controller_->first_interval();
     schedule_ = FragmentSchedule(static_cast<int64_t>(sync_->outer().size()));
@@ -125,7 +132,12 @@ void Trainer::build_instances(const std::vector<size_t>& shard_subset) {
     if (id == 0) torch::manual_seed(static_cast<uint64_t>(config_.run.seed));
     inst.model = make_decoder(config_.model);
     inst.model->to(device_);
-    inst.params = std::make_unique<FlatParams>(*inst.model);
+    inst.batch = make_batch_controller(config_, topo_.ranks_per_dc);
+    const bool full_gradient = inst.batch->needs_samples();
+    const ShardMode mode = effective_shard_mode(parse_shard_mode(config_.topology.shard),
+                                                topo_.ranks_per_dc, full_gradient);
+    inst.params = std::make_unique<FlatParams>(*inst.model, FlatParams::default_decay_rule(),
+                                               keeps_flat_gradient(mode));
     if (id == 0) {
       if (!config_.model.init_from.empty() && topo_.world_rank == 0) init_from_hf(inst.model);
       // Every replica starts from world rank 0's parameters, whatever the ranks' RNGs did.
@@ -134,8 +146,8 @@ void Trainer::build_instances(const std::vector<size_t>& shard_subset) {
       torch::NoGradGuard no_grad;
       inst.params->values().copy_(instances_[0].params->values());
     }
-    inst.optimizer = make_inner_optimizer(config_.inner, *inst.params);
-    inst.batch = make_batch_controller(config_, topo_.ranks_per_dc);
+    inst.shard = make_inner_shard(mode, *inst.params, *grad_comm_, *grad_sync_, full_gradient);
+    inst.optimizer = make_inner_optimizer(config_.inner, inst.shard->view());
     if (inst.batch->needs_samples()) {
       inst.samples = std::make_unique<GradientSamples>(
           SampleLayout::for_dc(topo_.ranks_per_dc).per_rank, topo_.member == 0);
@@ -262,15 +274,17 @@ StepResult Trainer::train_step() {
 Trainer::InstanceStep Trainer::instance_step(ModelInstance& inst) {
   FlatParams& p = *inst.params;
   InstanceStep out;
+  inst.shard->begin_step();
   out.loss = forward_backward_async(inst.model, p, *inst.stream, inst.batch->plan(), device_,
                                     inst.samples.get(), bf16_);
   if (inst.samples) inst.samples->before_sync(p);
-  grad_sync_->run(p, step_);
+  inst.shard->reduce(step_);
   // Of the dc's mean gradient: before clipping scales it.
   if (inst.samples) out.sample_products = inst.samples->products(p);
-  out.grad_norm = clip_grad_norm_async(p, config_.inner.grad_clip);
+  out.grad_norm = inst.shard->clip(config_.inner.grad_clip);
   out.lr = inner_lr(config_.inner, progress_step(), config_.run.steps) * lr_scale(inst);
   inst.optimizer->step(out.lr);
+  inst.shard->refresh();
   return out;
 }
 
@@ -282,7 +296,7 @@ double Trainer::evaluate() {
   torch::Tensor own;
   if (sync_ && (config_.outer.overlap_steps > 0 || config_.outer.fragments > 1)) {
     own = params().values().clone();
-    params().values().copy_(anchor());
+    sync_->outer().anchor_into(params().values());
   }
   model->eval();
   double sums[2] = {0.0, 0.0};  // loss sum, batches
@@ -404,6 +418,7 @@ TrainSummary Trainer::train() {
   s.compute_utilisation = s.sim_time_s > 0 ? compute_s / s.sim_time_s : 1.0;
   s.compute_utilisation_wall = s.wall_s > 0 ? std::min(1.0, compute_s / s.wall_s) : 1.0;
   s.h_per_round = h_per_round_;
+  measure_memory(s);
   write_summary(s);
   return s;
 }

@@ -34,6 +34,7 @@
 #include "autoloco/train/batch_step.hpp"
 #include "autoloco/train/gradient_sync.hpp"
 #include "autoloco/train/instance_streams.hpp"
+#include "autoloco/train/memory_plan.hpp"
 #include "autoloco/train/model_instance.hpp"
 #include "autoloco/train/outer_sync.hpp"
 #include "autoloco/train/sync_periods.hpp"
@@ -91,6 +92,9 @@ struct TrainSummary {
   std::vector<int64_t> h_per_round;
   std::vector<int64_t> final_batch;  // per dc: sequences per inner step of the last round run
   bool stopped_by_signal = false;
+  // Per world rank: resident bytes before the model was built, and the peak of the run.
+  std::vector<int64_t> baseline_rss_bytes;
+  std::vector<int64_t> peak_rss_bytes;
 };
 
 class Trainer {
@@ -129,7 +133,8 @@ class Trainer {
   int64_t rounds() const { return rounds_; }
   // The current round's planned length (outer methods).
   int64_t interval() const { return H_; }
-  // The anchor (outer methods; undefined for ddp).
+  // The anchor (outer methods; undefined for ddp). Under topology.shard each member keeps a
+  // shard: then every member of the dc calls it together, and it is gathered.
   torch::Tensor anchor() const;
   // The outer optimizer (outer methods; with fragments, the last one that stepped), e.g. for the
   // momentum and lr its last step used.
@@ -137,6 +142,8 @@ class Trainer {
   // An overlapped round's sync has started and its outer step has not landed yet.
   bool sync_in_flight() const { return sync_ && sync_->in_flight(); }
   const WanLink& wan() const { return *wan_; }
+  // The dc's communicator of the inner steps (gradients and, sharded, the replica's shards).
+  const Communicator& gradient_communicator() const { return *grad_comm_; }
   // Tokens of one inner step of the current round, all ranks (dcs may run different batches).
   int64_t tokens_per_step() const;
   int64_t tokens() const { return tokens_; }  // done so far, all ranks
@@ -199,8 +206,18 @@ class Trainer {
   // accumulated since the last log, the error-feedback residual. A dc new after a topology
   // change starts these afresh.
   void load_rank_own_state(const H5Reader& k, const std::string& file);
-  ManifestFile write_global_file(const std::string& dir, const std::string& reason);
-  ManifestFile write_dc_file(const std::string& dir);
+  // The state a checkpoint writes whole, gathered from the members' shards under
+  // topology.shard (every rank gathers its dc's together; unsharded, the tensors themselves).
+  struct WholeState {
+    torch::Tensor anchor;
+    std::vector<std::pair<std::string, torch::Tensor>> outer_state;
+    torch::Tensor pending_sum;  // the fragment's Σ w_i Δ_i of a sync that has not landed
+    std::vector<std::pair<torch::Tensor, torch::Tensor>> moments;  // per instance (AdamW)
+  };
+  WholeState whole_state();
+  ManifestFile write_global_file(const std::string& dir, const std::string& reason,
+                                 const WholeState& whole);
+  ManifestFile write_dc_file(const std::string& dir, const WholeState& whole);
   ManifestFile write_rank_file(const std::string& dir);
   void write_fragment_schedule(H5Writer& w);
   void read_fragment_schedule(const H5Reader& g);
@@ -216,6 +233,12 @@ class Trainer {
 
   void log_start() const;
   void log_model() const;
+  // trainer_memory.cpp: the bytes by class this run's ranks hold, planned and measured.
+  MemoryClasses planned_memory() const;
+  void log_memory() const;
+  std::vector<int64_t> world_values(int64_t value) const;  // every world rank's, in rank order
+  void measure_memory(TrainSummary& s) const;              // every rank together
+  JsonObject memory_json(const TrainSummary& s) const;
   // model.init_from: the directory's weights into world rank 0's model (hf_weights.hpp).
   void init_from_hf(Decoder& model);
   // One sync of `numel` parameters: the bytes of a dc's message (all its members) and its link
@@ -307,9 +330,10 @@ class Trainer {
   bool timed_checkpoint_asked_ = false;
   int64_t last_checkpoint_step_ = -1;
   std::string resumed_from_;
-  TopologyChange topology_change_;                 // of the resume (from_dcs == to_dcs: none)
-  int64_t progress_base_step_ = 0;                 // progress_step() at the last topology change
-  int64_t progress_base_tokens_ = 0;               // tokens_ then
+  TopologyChange topology_change_;    // of the resume (from_dcs == to_dcs: none)
+  int64_t baseline_rss_ = 0;          // this rank's resident bytes before the model was built
+  int64_t progress_base_step_ = 0;    // progress_step() at the last topology change
+  int64_t progress_base_tokens_ = 0;  // tokens_ then
   std::vector<std::string> rejected_checkpoints_;  // damaged ones a resume passed over (rank 0)
 };
 

@@ -22,6 +22,7 @@
 #include "autoloco/metrics/progress.hpp"
 #include "autoloco/optim/adamw.hpp"
 #include "autoloco/train/checkpoint_tables.hpp"
+#include "autoloco/train/inner_shard.hpp"
 #include "autoloco/train/trainer.hpp"
 #include "autoloco/util/error.hpp"
 #include "autoloco/util/fault_injection.hpp"
@@ -58,7 +59,7 @@ void maybe_die_for_test(int64_t step, int rank) {
 
 // An overlapped sync that has not landed (sync_pipeline.hpp): its all-reduced sum and scalars
 // are the same on every rank (the global file); when it was handed over is the rank's own.
-void write_pending_global(H5Writer& w, SyncPipeline& sync) {
+void write_pending_global(H5Writer& w, SyncPipeline& sync, const torch::Tensor& sum) {
   const std::optional<PendingSync> p = sync.settle();
   w.write("sync/pending", int64_t{p ? 1 : 0});
   if (!p) return;
@@ -68,7 +69,7 @@ void write_pending_global(H5Writer& w, SyncPipeline& sync) {
                                p->round.dc_bytes, p->round.in.fragment, p->round.sent_bytes});
   w.write("sync/pending_scalars", p->round.scalars);
   w.write("sync/pending_link_s", p->round.link_s);
-  write_tensor(w, "sync/pending_sum", sync.outer().at(p->round.in.fragment).staging());
+  write_tensor(w, "sync/pending_sum", sum);
 }
 
 void write_sync_rank(H5Writer& w, SyncPipeline& sync) {
@@ -87,7 +88,49 @@ std::string Trainer::checkpoint_dir() const {
   return (fs::path(config_.run.out_dir) / config_.run.name / "checkpoints").string();
 }
 
-ManifestFile Trainer::write_global_file(const std::string& dir, const std::string& reason) {
+namespace {
+
+// A member's shard of a buffer of span.numel values made whole on every member of the dc.
+torch::Tensor gather_whole(const torch::Tensor& shard, const ShardSpan& span,
+                           Communicator& members) {
+  torch::Tensor whole = torch::zeros({span.numel}, shard.options());
+  whole.narrow(0, span.begin(), span.count()).copy_(shard.narrow(0, 0, span.count()));
+  allgather_shards(whole, span, members);
+  return whole;
+}
+
+}  // namespace
+
+Trainer::WholeState Trainer::whole_state() {
+  WholeState s;
+  if (sync_) {
+    FragmentedOuter& outer = sync_->outer();
+    s.anchor = outer.anchor();
+    s.outer_state = outer.optimizer_state();
+    if (const std::optional<PendingSync> p = sync_->settle()) {
+      OuterSync& f = outer.at(p->round.in.fragment);
+      s.pending_sum = f.sharded() ? gather_whole(f.staging(), f.span(), *intra_mpi_) : f.staging();
+    }
+  }
+  for (ModelInstance& inst : instances_) {
+    auto* adamw = dynamic_cast<FlatAdamW*>(inst.optimizer.get());
+    if (!adamw) {
+      s.moments.emplace_back();
+      continue;
+    }
+    const ShardSpan& span = inst.shard->span();
+    if (span.whole()) {
+      s.moments.emplace_back(adamw->exp_avg(), adamw->exp_avg_sq());
+      continue;
+    }
+    s.moments.emplace_back(gather_whole(adamw->exp_avg(), span, *grad_comm_),
+                           gather_whole(adamw->exp_avg_sq(), span, *grad_comm_));
+  }
+  return s;
+}
+
+ManifestFile Trainer::write_global_file(const std::string& dir, const std::string& reason,
+                                        const WholeState& whole) {
   H5Writer w(dir + "/" + kGlobalFile);
   w.write("format_version", kCheckpointFormat);
   w.write("autoloco_version", std::string(AUTOLOCO_VERSION));
@@ -124,28 +167,29 @@ ManifestFile Trainer::write_global_file(const std::string& dir, const std::strin
   w.write("run/metrics_bytes", logs.metrics);
   w.write("run/syncs_bytes", logs.syncs);
   if (sync_) {
-    write_tensor(w, "outer/anchor", anchor());
-    for (const auto& [name, tensor] : sync_->outer().optimizer_state()) {
+    write_tensor(w, "outer/anchor", whole.anchor);
+    for (const auto& [name, tensor] : whole.outer_state) {
       if (tensor.defined()) write_tensor(w, "outer/" + name, tensor);
     }
-    write_pending_global(w, *sync_);
+    write_pending_global(w, *sync_, whole.pending_sum);
     w.write("controller/name", controller_->name());
     w.write("controller/state", controller_->state());
   }
   return finish(w, kGlobalFile);
 }
 
-ManifestFile Trainer::write_dc_file(const std::string& dir) {
+ManifestFile Trainer::write_dc_file(const std::string& dir, const WholeState& whole) {
   const std::string name = dc_file(topo_.dc);
   H5Writer w(dir + "/" + name);
   std::vector<int64_t> active;
-  for (const ModelInstance& inst : instances_) {
+  for (size_t i = 0; i < instances_.size(); ++i) {
+    const ModelInstance& inst = instances_[i];
     const std::string at = instance_prefix(inst.id);
     write_tensor(w, at + "replica/values", inst.params->values());
     if (auto* adamw = dynamic_cast<FlatAdamW*>(inst.optimizer.get())) {
       w.write(at + "adamw/step", adamw->step_count());
-      write_tensor(w, at + "adamw/exp_avg", adamw->exp_avg());
-      write_tensor(w, at + "adamw/exp_avg_sq", adamw->exp_avg_sq());
+      write_tensor(w, at + "adamw/exp_avg", whole.moments[i].first);
+      write_tensor(w, at + "adamw/exp_avg_sq", whole.moments[i].second);
     }
     w.write(at + "batch/state", inst.batch->state());
     active.push_back(inst.id);
@@ -288,6 +332,9 @@ std::string Trainer::save_checkpoint(const std::string& reason) {
   // counters are read before write_sync_rank settles it, and would miss the sync's bytes
   // whenever the communication thread was still sending.
   if (sync_) sync_->settle();
+  // Sharded state is gathered before any file is written (a collective of each dc); while the
+  // checkpoints keep one layout, any shard mode resumes any other.
+  const WholeState whole = whole_state();
 
   // Each rank writes its own files; rank 0 learns their sums, or the first rank that failed.
   std::string mine;
@@ -295,8 +342,8 @@ std::string Trainer::save_checkpoint(const std::string& reason) {
     const double slow = FaultPlan::from_env().slow_checkpoint_s(step_, topo_.world_rank);
     if (slow > 0) std::this_thread::sleep_for(std::chrono::duration<double>(slow));
     std::vector<ManifestFile> files;
-    if (topo_.world_rank == 0) files.push_back(write_global_file(tmp, reason));
-    if (topo_.member == 0) files.push_back(write_dc_file(tmp));
+    if (topo_.world_rank == 0) files.push_back(write_global_file(tmp, reason, whole));
+    if (topo_.member == 0) files.push_back(write_dc_file(tmp, whole));
     if (FaultPlan::from_env().fails_checkpoint(step_, topo_.world_rank)) {
       throw CheckpointError(
           fmt::format("'{}/{}': write failed: no space left on device (injected "

@@ -124,7 +124,17 @@ std::optional<PendingSync> read_pending_global(const H5Reader& g, SyncPipeline& 
   p.round.dc_bytes = round[3];
   p.round.scalars = pending_scalars(g, change);
   p.round.link_s = g.read_double("sync/pending_link_s");
-  read_tensor_in_dc(g, "sync/pending_sum", sync.outer().at(p.round.in.fragment).staging(), intra);
+  OuterSync& f = sync.outer().at(p.round.in.fragment);
+  if (!f.sharded()) {
+    read_tensor_in_dc(g, "sync/pending_sum", f.staging(), intra);
+    return p;
+  }
+  // Written whole (the fragment's vector): this member takes its shard.
+  torch::Tensor whole = torch::empty({f.span().numel}, torch::kFloat);
+  read_tensor_in_dc(g, "sync/pending_sum", whole, intra);
+  f.staging()
+      .narrow(0, 0, f.span().count())
+      .copy_(whole.narrow(0, f.span().begin(), f.span().count()));
   return p;
 }
 
@@ -237,7 +247,8 @@ Trainer::Resumed Trainer::load_checkpoint(const std::string& path) {
     r.logs = LogSizes{g.read_int("run/metrics_bytes"), g.read_int("run/syncs_bytes")};
     if (sync_) {
       read_fragment_schedule(g);
-      torch::Tensor whole = torch::empty_like(anchor());
+      torch::Tensor whole =
+          torch::empty({params().numel()}, sync_->outer().at(0).anchor().options());
       read_tensor_in_dc(g, "outer/anchor", whole, *intra_mpi_);
       sync_->outer().load_anchor(whole);
       for (const auto& [name, tensor] : sync_->outer().optimizer_state()) {
@@ -263,11 +274,14 @@ Trainer::Resumed Trainer::load_checkpoint(const std::string& path) {
       const std::string at = instance_prefix(inst.id);
       read_tensor(d, at + "replica/values", inst.params->values());
       if (auto* adamw = dynamic_cast<FlatAdamW*>(inst.optimizer.get())) {
-        torch::Tensor m1 = torch::empty_like(adamw->exp_avg());
-        torch::Tensor m2 = torch::empty_like(adamw->exp_avg_sq());
+        // Written whole; a sharded member takes its shard.
+        torch::Tensor m1 = torch::empty_like(inst.params->values());
+        torch::Tensor m2 = torch::empty_like(inst.params->values());
         read_tensor(d, at + "adamw/exp_avg", m1);
         read_tensor(d, at + "adamw/exp_avg_sq", m2);
-        adamw->set_state(d.read_int(at + "adamw/step"), m1, m2);
+        const ShardSpan& span = inst.shard->span();
+        adamw->set_state(d.read_int(at + "adamw/step"), m1.narrow(0, span.begin(), span.count()),
+                         m2.narrow(0, span.begin(), span.count()));
       }
       // Checkpoints from before adaptive batches ran a fixed batch, which keeps no state.
       inst.batch->load_state(d.has(at + "batch/state") ? d.read_f64(at + "batch/state")

@@ -66,6 +66,7 @@ void Trainer::log_start() const {
         "on different placements must compare bitwise (docs/multi-host.md)");
   }
   log_model();
+  log_memory();
   log::info("data: {} train tokens in {} shards, {} val tokens | {} tokens/step",
             format_si(static_cast<double>(train_data_->num_tokens())), train_data_->num_shards(),
             format_si(static_cast<double>(val_data_->num_tokens())), tokens_per_step());
@@ -344,7 +345,8 @@ void Trainer::write_summary(const TrainSummary& s) {
                           .add("mode", wan.mode))
           .add("parameters", parameter_count(*model()))
           .add("flops_per_token", flops_per_token(config_.model))
-          .add("tokens_per_s", static_cast<double>(s.tokens) / s.wall_s);
+          .add("tokens_per_s", static_cast<double>(s.tokens) / s.wall_s)
+          .add("memory_per_rank", memory_json(s));
   // The resume of this segment continued a checkpoint of another number of dcs.
   if (topology_change_.changed()) summary.add("topology_change", topology_change_.json());
   // The job segment that wrote it (segments.jsonl has every segment's start).
