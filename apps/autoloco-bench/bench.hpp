@@ -24,6 +24,7 @@ struct Args {
   bool train = false;
   bool overlap = false;
   bool hf_step = false;
+  bool shard = false;
   // --hf-step: the interpreter with torch and transformers (empty: scripts/hf-env.sh's venv, as
   // autoloco-prepare --tokenizer hf finds it), and the kind of its torch.optim.AdamW: fused (the
   // default of transformers' Trainer with torch >= 2.8, "adamw_torch_fused"), foreach, or default
@@ -92,6 +93,14 @@ int overlap(const Args& args);
 // The Trainer's whole loop (inner steps and rounds) on every rank of the world, under mpirun:
 // inner step and round times, tokens/s, MFU on GPUs.
 int train(const Args& args);
+
+// topology.shard none, optimizer and gradients at every ranks_per_dc that divides the world,
+// under mpirun: planned against measured memory per rank, inner step time, intra-dc bytes.
+int shard(const Args& args);
+
+// A temporary directory that every rank of MPI_COMM_WORLD names alike (rank 0's pid), for
+// benchmark `tag`.
+std::string shared_temp_dir(const std::string& tag);
 
 // Hierarchical outer all-reduce against a plain MPI_Allreduce of the same vector, under mpirun.
 int comm(const Args& args);

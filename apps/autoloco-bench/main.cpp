@@ -7,12 +7,14 @@
 //                  [--repeats R] [--python PATH] [--hf-adamw fused|foreach|default]
 //   autoloco-bench --overlap [CONFIG.yaml] [--set k=v ...] [--steps N] [--warmup N]
 //                  [--repeats R]
+//   mpirun -n N autoloco-bench --shard [CONFIG.yaml] [--set k=v ...] [--steps N] [--warmup N]
+//                  [--repeats R]
 //   mpirun -n N autoloco-bench --comm [--ranks-per-dc R] [--sizes n1,n2,...] [--iters I]
 //                  [--warmup W] [--link-gbps B [--mtu M]]
 //   autoloco-bench --ckpt [--bytes N[K|M|G]] [--dir D] [--repeat R]
 //   autoloco-bench --tokenize --sp-model M [--threads N] [--repeat R] [--spm-encode P] TEXT
-// See train.cpp, throughput.cpp, hf_step.cpp, overlap.cpp, comm.cpp, link.cpp, ckpt.cpp and
-// tokenize.cpp for what each measures.
+// See train.cpp, shard.cpp, throughput.cpp, hf_step.cpp, overlap.cpp, comm.cpp, link.cpp, ckpt.cpp
+// and tokenize.cpp for what each measures.
 #include <mpi.h>
 
 #include <cmath>
@@ -40,6 +42,8 @@ constexpr const char* kUsage =
     "[--repeats R] [--python PATH] [--hf-adamw fused|foreach|default]\n"
     "       autoloco-bench --overlap [CONFIG.yaml] [--set k=v ...] [--steps N] [--warmup N] "
     "[--repeats R]\n"
+    "       mpirun -n N autoloco-bench --shard [CONFIG.yaml] [--set k=v ...] [--steps N] "
+    "[--warmup N] [--repeats R]\n"
     "       mpirun -n N autoloco-bench --comm [--ranks-per-dc R] [--sizes n1,n2,...] "
     "[--iters I] [--warmup W] [--link-gbps B [--mtu M]]\n"
     "       autoloco-bench --ckpt [--bytes N[K|M|G]] [--dir D] [--repeat R]\n"
@@ -136,6 +140,8 @@ Args parse_args(int argc, char** argv) {
       }
     } else if (arg == "--overlap") {
       a.overlap = true;
+    } else if (arg == "--shard") {
+      a.shard = true;
     } else if (arg == "--comm") {
       a.comm = true;
     } else if (arg == "--ckpt") {
@@ -183,12 +189,13 @@ Args parse_args(int argc, char** argv) {
       throw ConfigError("unknown argument '" + arg + "'\n" + kUsage);
     }
   }
-  if (int{a.train} + int{a.throughput} + int{a.hf_step} + int{a.overlap} + int{a.comm} +
-          int{a.ckpt} + int{a.tokenize} !=
+  if (int{a.train} + int{a.shard} + int{a.throughput} + int{a.hf_step} + int{a.overlap} +
+          int{a.comm} + int{a.ckpt} + int{a.tokenize} !=
       1) {
-    throw ConfigError(std::string("choose one benchmark: --train, --throughput, --hf-step, "
-                                  "--overlap, --comm, --ckpt or --tokenize\n") +
-                      kUsage);
+    throw ConfigError(
+        std::string("choose one benchmark: --train, --shard, --throughput, --hf-step, "
+                    "--overlap, --comm, --ckpt or --tokenize\n") +
+        kUsage);
   }
   if (a.steps <= 0 || a.warmup < 0 || a.repeats <= 0 || a.iters <= 0 || a.ranks_per_dc <= 0) {
     throw ConfigError("--steps, --repeats, --iters and --ranks-per-dc must be > 0, --warmup >= 0");
@@ -221,6 +228,7 @@ int main(int argc, char** argv) {
   try {
     const Args args = parse_args(argc, argv);
     code = args.train        ? bench::train(args)
+           : args.shard      ? bench::shard(args)
            : args.throughput ? bench::throughput(args)
            : args.hf_step    ? bench::hf_step(args)
            : args.overlap    ? bench::overlap(args)

@@ -48,14 +48,6 @@ double mean(const std::vector<double>& values) {
   return sum / static_cast<double>(values.size());
 }
 
-// Every rank must read the same shard: rank 0's pid names the directory on all of them.
-std::string shared_temp_dir() {
-  long long pid = static_cast<long long>(::getpid());
-  MPI_Bcast(&pid, 1, MPI_LONG_LONG, 0, MPI_COMM_WORLD);
-  return (std::filesystem::temp_directory_path() / ("autoloco-bench-train-" + std::to_string(pid)))
-      .string();
-}
-
 // A CUDA step returns once its work is queued; wait for it so the host clock measures the work.
 void wait_for_device(const torch::Device& device) {
   if (device.is_cuda() && torch::cuda::is_available()) torch::cuda::synchronize(device.index());
@@ -92,10 +84,19 @@ Timings time_steps(Trainer& trainer, const torch::Device& device, int64_t warmup
 
 }  // namespace
 
+// Every rank must read the same shard: rank 0's pid names the directory on all of them.
+std::string shared_temp_dir(const std::string& tag) {
+  long long pid = static_cast<long long>(::getpid());
+  MPI_Bcast(&pid, 1, MPI_LONG_LONG, 0, MPI_COMM_WORLD);
+  return (std::filesystem::temp_directory_path() /
+          ("autoloco-bench-" + tag + "-" + std::to_string(pid)))
+      .string();
+}
+
 int train(const Args& args) {
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  const std::string dir = shared_temp_dir();
+  const std::string dir = shared_temp_dir("train");
   std::vector<std::string> overrides = args.overrides;
   const Config probe = args.config_path.empty() ? parse_config("", overrides)
                                                 : load_config(args.config_path, overrides);

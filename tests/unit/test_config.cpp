@@ -169,3 +169,12 @@ TEST_CASE("config: interval.target_utilisation is a fraction below 1 for an oute
   CHECK_THROWS_WITH(parse_config("", {"interval.target_utilisation=0.9", "outer.method=ddp"}),
                     Contains("interval.target_utilisation") && Contains("ddp"));
 }
+
+TEST_CASE("config: topology.shard is none, optimizer or gradients, and not with ddp", "[config]") {
+  CHECK(parse_config("").topology.shard == "none");
+  CHECK(parse_config("", {"topology.shard=gradients"}).topology.shard == "gradients");
+  REQUIRE_THROWS_WITH(parse_config("", {"topology.shard=full"}),
+                      Contains("topology.shard") && Contains("gradients"));
+  REQUIRE_THROWS_WITH(parse_config("", {"topology.shard=optimizer", "outer.method=ddp"}),
+                      Contains("topology.shard") && Contains("ddp"));
+}

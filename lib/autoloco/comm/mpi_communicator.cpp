@@ -199,6 +199,19 @@ void MpiCommunicator::reduce_scatter_sum(const void* send, void* recv,
     return;
   }
   counted_.reduce_scatter += bytes_of(counts, type);
+  // Equal parts: the block variant, for which MPI libraries pick a ring or halving algorithm
+  // (the general one may reduce to a root and scatter).
+  if (std::all_of(counts.begin(), counts.end(), [&](size_t c) { return c == counts[0]; })) {
+    collective(
+        [&] {
+          AUTOLOCO_MPI(MPI_Reduce_scatter_block(send, recv, n[0], mpi_type(type), MPI_SUM, comm_));
+        },
+        [&](MPI_Request* r) {
+          AUTOLOCO_MPI(
+              MPI_Ireduce_scatter_block(send, recv, n[0], mpi_type(type), MPI_SUM, comm_, r));
+        });
+    return;
+  }
   collective(
       [&] {
         AUTOLOCO_MPI(MPI_Reduce_scatter(send, recv, n.data(), mpi_type(type), MPI_SUM, comm_));

@@ -73,7 +73,8 @@ int64_t activation_bytes(const ModelConfig& m, int64_t micro_batch, bool half) {
   return static_cast<int64_t>(per_layer * static_cast<double>(m.n_layer) * (half ? 1.0 : 2.0));
 }
 
-MemoryClasses plan_memory(const Config& c, const std::string& shard, int ranks_per_dc, bool gpu) {
+MemoryClasses plan_memory(const Config& c, const std::string& shard, int ranks_per_dc, bool gpu,
+                          int dcs) {
   if (ranks_per_dc < 1) throw ConfigError("the plan needs at least one rank per dc");
   if (std::find(plan_shard_modes().begin(), plan_shard_modes().end(), shard) ==
       plan_shard_modes().end()) {
@@ -126,6 +127,10 @@ MemoryClasses plan_memory(const Config& c, const std::string& shard, int ranks_p
     // (gradient_sync.cpp).
     host_buffers += kFloat * P;
   }
+  // The inter-dc all-reduce of a member's shard (S values) among the dcs receives one chunk of
+  // it, S / dcs values, into a buffer of its own (ring_allreduce.cpp's incoming_; the
+  // compressed formats' sum of the chunk is the same size).
+  if (dcs > 1) host_buffers += kFloat * ceil_div(S, dcs);
   // Stage 2 reduce-scatters bucket by bucket in backward: one bucket waits whole at a time.
   if (shard == "gradients") device_buffers += kFloat * std::min(P, kGradientBucket);
   // AdLoCo's batch test keeps one micro-batch's whole gradient beside the accumulated one

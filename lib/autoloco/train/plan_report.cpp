@@ -80,7 +80,7 @@ std::string memory_table(const Config& c, const PlanOptions& o, int members, boo
   if (c.outer.method == "ddp") modes.resize(1);
   std::vector<MemoryClasses> plans;
   for (const std::string& mode : modes)
-    plans.push_back(plan_memory(c, mode, members, gpu));
+    plans.push_back(plan_memory(c, mode, members, gpu, o.world / members));
   auto cells = [&](int64_t MemoryClasses::*field) {
     std::vector<std::string> out;
     for (const MemoryClasses& m : plans)

@@ -73,12 +73,12 @@ void Trainer::log_start() const {
   const auto& o = config_.outer;
   const WireCodec codec = wire_codec(o);
   if (outer_method()) {
-    log::info("method {}: outer lr {} momentum {}{}{}, wire {}, state on {} | intra-dc {}",
-              o.method, o.method == "local_sgd" ? 1.0 : o.lr,
-              o.method == "local_sgd" ? 0.0 : o.momentum,
-              o.momentum_schedule.empty() ? "" : " (scheduled)",
-              o.correction == "none" ? "" : fmt::format(", correction {}", o.correction),
-              codec.describe(), anchor().device().str(), grad_comm_->backend());
+    log::info(
+        "method {}: outer lr {} momentum {}{}{}, wire {}, state on {} | intra-dc {}", o.method,
+        o.method == "local_sgd" ? 1.0 : o.lr, o.method == "local_sgd" ? 0.0 : o.momentum,
+        o.momentum_schedule.empty() ? "" : " (scheduled)",
+        o.correction == "none" ? "" : fmt::format(", correction {}", o.correction),
+        codec.describe(), sync_->outer().at(0).anchor().device().str(), grad_comm_->backend());
     if (o.error_feedback) {
       int64_t residual = 0;
       for (size_t p = 0; p < sync_->outer().size(); ++p)

@@ -32,7 +32,8 @@ JsonObject classes_json(const MemoryClasses& m) {
 }  // namespace
 
 MemoryClasses Trainer::planned_memory() const {
-  return plan_memory(config_, config_.topology.shard, topo_.ranks_per_dc, device_.is_cuda());
+  return plan_memory(config_, config_.topology.shard, topo_.ranks_per_dc, device_.is_cuda(),
+                     topo_.num_dcs);
 }
 
 void Trainer::log_memory() const {
