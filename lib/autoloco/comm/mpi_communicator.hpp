@@ -3,6 +3,9 @@
 
 #include <mpi.h>
 
+#include <string>
+#include <vector>
+
 #include "autoloco/comm/communicator.hpp"
 #include "autoloco/comm/patient_wait.hpp"
 
@@ -46,6 +49,9 @@ class MpiCommunicator final : public Communicator {
   int size_ = 1;
   std::string members_;  // "a collective among world ranks 2-3", for the watchdog
   WaitPolicy policy_;
+  // The reduce-scatter ring's two part-sized buffers (kept: every inner step needs them).
+  std::vector<char> ring_in_;
+  std::vector<char> ring_out_;
 };
 
 MPI_Datatype mpi_type(DType t);
