@@ -99,8 +99,9 @@ int train(const Args& args);
 int shard(const Args& args);
 
 // A temporary directory that every rank of MPI_COMM_WORLD names alike (rank 0's pid), for
-// benchmark `tag`.
+// benchmark `tag`; and its removal at the end (every rank together, one per host removes it).
 std::string shared_temp_dir(const std::string& tag);
+void remove_shared_temp_dir(const std::string& dir, const HostRanks& host);
 
 // Hierarchical outer all-reduce against a plain MPI_Allreduce of the same vector, under mpirun.
 int comm(const Args& args);

@@ -17,11 +17,9 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <filesystem>
 #include <fstream>
 #include <map>
 #include <string>
-#include <system_error>
 #include <vector>
 
 #include "autoloco/comm/topology.hpp"
@@ -106,18 +104,6 @@ void run_case(Case& c, const std::vector<std::string>& base, const Args& args, b
   c.planned = plan_memory(config, c.mode, c.members, /*gpu=*/false, world / c.members);
 }
 
-JsonObject classes_json(const MemoryClasses& m) {
-  return JsonObject()
-      .add("parameters", m.parameters)
-      .add("gradients", m.gradients)
-      .add("optimizer", m.optimizer)
-      .add("outer_state", m.outer_state)
-      .add("residuals", m.residuals)
-      .add("buffers", m.buffers)
-      .add("activations_estimate", m.activations)
-      .add("total", m.total());
-}
-
 JsonObject case_json(const Case& c, const Case& none, MPI_Comm world) {
   int size = 1;
   MPI_Comm_size(world, &size);
@@ -132,7 +118,7 @@ JsonObject case_json(const Case& c, const Case& none, MPI_Comm world) {
   return JsonObject()
       .add("ranks_per_dc", int64_t{c.members})
       .add("shard", c.mode)
-      .add("planned_bytes", classes_json(c.planned))
+      .add("planned_bytes", memory_classes_json(c.planned))
       .add("measured_peak_bytes", peaks)
       .add("measured_peak_max_bytes", most)
       .add("measured_over_planned",
@@ -205,12 +191,7 @@ int shard(const Args& args) {
         .add("cases", results);
     std::printf("%s\n", out.str().c_str());
   }
-  std::fflush(stdout);
-  MPI_Barrier(MPI_COMM_WORLD);
-  if (host.local_rank == 0) {
-    std::error_code ec;
-    std::filesystem::remove_all(dir, ec);
-  }
+  remove_shared_temp_dir(dir, host);
   return 0;
 }
 

@@ -84,6 +84,15 @@ Timings time_steps(Trainer& trainer, const torch::Device& device, int64_t warmup
 
 }  // namespace
 
+void remove_shared_temp_dir(const std::string& dir, const HostRanks& host) {
+  std::fflush(stdout);
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (host.local_rank == 0) {
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+  }
+}
+
 // Every rank must read the same shard: rank 0's pid names the directory on all of them.
 std::string shared_temp_dir(const std::string& tag) {
   long long pid = static_cast<long long>(::getpid());
@@ -178,12 +187,7 @@ int train(const Args& args) {
     }
   }
   if (rank == 0) std::printf("%s\n", out.str().c_str());
-  std::fflush(stdout);
-  MPI_Barrier(MPI_COMM_WORLD);
-  if (host.local_rank == 0) {
-    std::error_code ec;
-    std::filesystem::remove_all(dir, ec);
-  }
+  remove_shared_temp_dir(dir, host);
   return 0;
 }
 

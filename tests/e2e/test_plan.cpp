@@ -60,7 +60,7 @@ TEST_CASE(
   const autoloco::Config c = autoloco::load_config(kConfig, {"topology.ranks_per_dc=4"});
   std::vector<autoloco::MemoryClasses> plans;
   for (const std::string& mode : autoloco::plan_shard_modes())
-    plans.push_back(autoloco::plan_memory(c, mode, 4, /*gpu=*/false));
+    plans.push_back(autoloco::plan_memory(c, mode, 4, /*gpu=*/false, /*dcs=*/2));
   const std::vector<std::pair<std::string, int64_t autoloco::MemoryClasses::*>> rows = {
       {"parameters", &autoloco::MemoryClasses::parameters},
       {"gradients", &autoloco::MemoryClasses::gradients},

@@ -59,6 +59,18 @@ int64_t MemoryClasses::total() const {
   return parameters + gradients + optimizer + outer_state + residuals + buffers + activations;
 }
 
+JsonObject memory_classes_json(const MemoryClasses& m) {
+  return JsonObject()
+      .add("parameters", m.parameters)
+      .add("gradients", m.gradients)
+      .add("optimizer", m.optimizer)
+      .add("outer_state", m.outer_state)
+      .add("residuals", m.residuals)
+      .add("buffers", m.buffers)
+      .add("activations_estimate", m.activations)
+      .add("total", m.total());
+}
+
 const std::vector<std::string>& plan_shard_modes() {
   static const std::vector<std::string> modes = {"none", "optimizer", "gradients"};
   return modes;

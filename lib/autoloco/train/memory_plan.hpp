@@ -15,6 +15,7 @@
 #include "autoloco/comm/link_traffic.hpp"
 #include "autoloco/comm/wire_format.hpp"
 #include "autoloco/config/config.hpp"
+#include "autoloco/util/json.hpp"
 
 namespace autoloco {
 
@@ -38,6 +39,9 @@ struct MemoryClasses {
   // What must fit in the accelerator's memory (all of it on the CPU).
   int64_t device() const { return total() - host; }
 };
+
+// The classes as a JSON object (summary.json's memory_per_rank, autoloco-bench --shard).
+JsonObject memory_classes_json(const MemoryClasses& m);
 
 // The topology.shard modes the planner compares, in the order of its table.
 const std::vector<std::string>& plan_shard_modes();

@@ -17,18 +17,6 @@ std::string bytes(int64_t b) {
   return format_si(static_cast<double>(b)) + "B";
 }
 
-JsonObject classes_json(const MemoryClasses& m) {
-  return JsonObject()
-      .add("parameters", m.parameters)
-      .add("gradients", m.gradients)
-      .add("optimizer", m.optimizer)
-      .add("outer_state", m.outer_state)
-      .add("residuals", m.residuals)
-      .add("buffers", m.buffers)
-      .add("activations_estimate", m.activations)
-      .add("total", m.total());
-}
-
 }  // namespace
 
 MemoryClasses Trainer::planned_memory() const {
@@ -61,7 +49,7 @@ void Trainer::measure_memory(TrainSummary& s) const {
 JsonObject Trainer::memory_json(const TrainSummary& s) const {
   return JsonObject()
       .add("shard", config_.topology.shard)
-      .add("planned", classes_json(planned_memory()))
+      .add("planned", memory_classes_json(planned_memory()))
       .add("baseline_rss_bytes", s.baseline_rss_bytes)
       .add("peak_rss_bytes", s.peak_rss_bytes);
 }
