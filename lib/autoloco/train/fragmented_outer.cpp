@@ -46,32 +46,6 @@ void FragmentedOuter::anchor_into(torch::Tensor& flat) const {
   whole_into(flat, [&](size_t p) { return syncs_[p]->anchor(); });
 }
 
-std::vector<FlatRange> FragmentedOuter::member_ranges() const {
-  std::vector<FlatRange> out;
-  for (size_t p = 0; p < syncs_.size(); ++p) {
-    const ShardSpan& span = syncs_[p]->span();
-    for (const FlatRange& r : plan_.ranges(p, span.begin(), span.count()))
-      out.push_back(r);
-  }
-  return out;
-}
-
-torch::Tensor FragmentedOuter::member_anchor() const {
-  std::vector<torch::Tensor> parts;
-  for (const auto& s : syncs_)
-    parts.push_back(s->anchor());
-  return torch::cat(parts);
-}
-
-torch::Tensor FragmentedOuter::member_state(size_t index) const {
-  std::vector<torch::Tensor> parts;
-  for (const auto& s : syncs_) {
-    torch::Tensor t = s->optimizer().state()[index].second;
-    parts.push_back(t.defined() ? t : torch::zeros_like(s->anchor()));
-  }
-  return torch::cat(parts);
-}
-
 torch::Tensor FragmentedOuter::anchor() const {
   if (sharding_.sharded) {
     torch::Tensor whole = torch::zeros({plan_.numel()}, syncs_[0]->anchor().options());

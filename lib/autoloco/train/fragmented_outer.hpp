@@ -39,12 +39,6 @@ class FragmentedOuter {
   std::vector<std::pair<std::string, torch::Tensor>> optimizer_state() const;
   void load_optimizer_state(const std::string& name, const torch::Tensor& whole);
   bool sharded() const { return sharding_.sharded; }
-  // Sharded: the runs of the flat buffer that this member's shards cover, fragment by fragment
-  // (the order of member_values()), and its values there of the anchor, of a state of the
-  // outer optimizer (undefined where it has none yet) and of a pending sum.
-  std::vector<FlatRange> member_ranges() const;
-  torch::Tensor member_anchor() const;
-  torch::Tensor member_state(size_t index) const;
   // The optimizer of the fragment that stepped last (its lr and momentum go to the logs).
   const OuterOptimizer& last_optimizer() const { return syncs_[last_]->optimizer(); }
   void stepped(int64_t fragment) { last_ = static_cast<size_t>(fragment); }
