@@ -11,13 +11,16 @@
 #include <vector>
 
 #include "../fuzz/config_input.hpp"
+#include "../support/temp_dir.hpp"
 #include "autoloco/ckpt/h5_file.hpp"
 #include "autoloco/config/config.hpp"
+#include "autoloco/data/prepared_data.hpp"
 #include "autoloco/util/error.hpp"
 
 namespace fs = std::filesystem;
 using autoloco::CheckpointError;
 using autoloco::ConfigError;
+using autoloco::DataError;
 
 namespace {
 
@@ -64,6 +67,21 @@ TEST_CASE("fuzz regressions: HDF5 files the checkpoint fuzzer found are refused"
     DYNAMIC_SECTION(file.filename().string()) {
       CHECK_THROWS_AS(autoloco::H5Reader(file.string()).sums(), CheckpointError);
       CHECK_THROWS_WITH(autoloco::H5Reader(file.string()).sums(), Catch::Contains(file.string()));
+    }
+  }
+}
+
+// As the prepared fuzzer reads one: the input as prepare.json beside a shard of data.val.
+TEST_CASE("fuzz regressions: prepare.json files the prepared fuzzer found are refused",
+          "[unit][data][fuzz]") {
+  const std::vector<fs::path> files = regressions("prepared");
+  REQUIRE_FALSE(files.empty());
+  for (const fs::path& file : files) {
+    DYNAMIC_SECTION(file.filename().string()) {
+      const autoloco::test::TempDir dir("fuzz-prepared");
+      fs::copy_file(file, dir.path / "prepare.json");
+      const std::vector<std::string> shards = {dir.file("val_000.bin")};
+      CHECK_THROWS_AS(autoloco::read_prepared_data(shards, "data.val"), DataError);
     }
   }
 }

@@ -17,9 +17,11 @@ namespace fs = std::filesystem;
 namespace {
 
 void check_model_file(const PreparedData& p) {
-  // Only a regular file: a device or a pipe named here would block the read.
-  const auto bytes =
-      fs::is_regular_file(p.tokenizer_model) ? read_file_bytes(p.tokenizer_model) : std::nullopt;
+  // Only a regular file: a device or a pipe named here would block the read. The error_code
+  // form: a name the file system refuses (too long, say) is a missing model, not an exception.
+  std::error_code ec;
+  const auto bytes = fs::is_regular_file(p.tokenizer_model, ec) ? read_file_bytes(p.tokenizer_model)
+                                                                : std::nullopt;
   if (!bytes) {
     throw DataError(
         fmt::format("{} names the tokenizer model '{}', which is missing; copy it "
@@ -125,7 +127,8 @@ std::optional<PreparedData> read_prepared_data(const std::vector<std::string>& s
   std::optional<PreparedData> first;
   for (const auto& dir : dirs) {
     const fs::path json = dir / "prepare.json";
-    if (!fs::exists(json)) continue;
+    std::error_code ec;
+    if (!fs::exists(json, ec)) continue;
     PreparedData p = read_one(json);
     if (!first) {
       first = std::move(p);
