@@ -42,11 +42,11 @@ CheckpointInfo inspect_checkpoint(const std::string& path) {
     return info;
   }
   const Manifest& m = *info.manifest;
-  if (m.format_version != kCheckpointFormat) {
+  if (!readable_checkpoint_format(m.format_version)) {
     info.problem = fmt::format(
-        "'{}' has checkpoint format {}; this autoloco reads format {}: resume it with the "
+        "'{}' has checkpoint format {}; this autoloco reads formats {} to {}: resume it with the "
         "autoloco version that wrote it",
-        path, m.format_version, kCheckpointFormat);
+        path, m.format_version, kOldestCheckpointFormat, kCheckpointFormat);
     return info;
   }
   if (info.step < 0) info.step = m.step;

@@ -13,15 +13,21 @@ bool safe_to_change(const std::string& key) {
   // How the same state is computed (device, precision, kernels) may change; the state may not.
   // model.preset and model.init_from only said where the model keys and the first weights came
   // from: the keys themselves are compared, and a resume takes its weights from the checkpoint.
-  // topology.shard only splits the same state over a dc's members (checkpoints hold it whole).
-  static const std::array<const char*, 21> kSafe = {
-      "run.name",           "run.out_dir",      "run.steps",
-      "run.eval_every",     "run.eval_batches", "run.log_every",
-      "run.device",         "run.precision",    "run.tf32",
-      "run.threads",        "inner.adamw",      "outer.state_device",
-      "data.train",         "data.val",         "wan.mode",
-      "wan.bandwidth_gbps", "wan.latency_ms",   "interval.check_consistency",
-      "model.preset",       "model.init_from",  "topology.shard"};
+  // topology.shard only splits the same state over a dc's members, and any split reads a
+  // checkpoint's pieces; topology.ranks_per_dc is the resume's topology check's
+  // (--allow-topology-change), as the number of dcs is.
+  static const std::array<const char*, 22> kSafe = {
+      "run.name",         "run.out_dir",
+      "run.steps",        "run.eval_every",
+      "run.eval_batches", "run.log_every",
+      "run.device",       "run.precision",
+      "run.tf32",         "run.threads",
+      "inner.adamw",      "outer.state_device",
+      "data.train",       "data.val",
+      "wan.mode",         "wan.bandwidth_gbps",
+      "wan.latency_ms",   "interval.check_consistency",
+      "model.preset",     "model.init_from",
+      "topology.shard",   "topology.ranks_per_dc"};
   if (key.rfind("ckpt.", 0) == 0) return true;
   return std::find(kSafe.begin(), kSafe.end(), key) != kSafe.end();
 }
@@ -51,8 +57,8 @@ std::vector<ConfigChange> check_config_resumable(const Config& saved, const Conf
       "Put the checkpoint's values back (--set KEY=VALUE), or start a new run (another "
       "run.name) without --resume. Keys that may change on resume: run.steps, run.eval_every, "
       "run.eval_batches, run.log_every, run.threads, run.device, run.precision, run.tf32, "
-      "inner.adamw, outer.state_device, topology.shard, data paths, wan.*, ckpt.*, model.preset, "
-      "model.init_from",
+      "inner.adamw, outer.state_device, topology.shard, topology.ranks_per_dc (with "
+      "--allow-topology-change), data paths, wan.*, ckpt.*, model.preset, model.init_from",
       origin, lines));
 }
 

@@ -15,14 +15,9 @@
 #include <vector>
 
 #include "autoloco/optim/flat_params.hpp"
+#include "autoloco/util/flat_range.hpp"
 
 namespace autoloco {
-
-// A run of consecutive elements of the flat parameter buffer.
-struct FlatRange {
-  int64_t offset = 0;
-  int64_t numel = 0;
-};
 
 struct Fragment {
   std::vector<FlatRange> ranges;  // ascending, adjacent ones merged

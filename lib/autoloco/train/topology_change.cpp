@@ -16,6 +16,11 @@ std::string TopologyChange::describe() const {
     out += to_dcs + 1 == from_dcs ? fmt::format("; dc {} dropped", to_dcs)
                                   : fmt::format("; dcs {}-{} dropped", to_dcs, from_dcs - 1);
   }
+  if (members_changed()) {
+    out +=
+        fmt::format("; ranks_per_dc {} -> {} (the sharded state re-split{})", from_members,
+                    to_members, to_members > from_members ? ", the new members on fresh data" : "");
+  }
   return out;
 }
 
@@ -28,6 +33,7 @@ JsonObject TopologyChange::json() const {
   JsonObject o;
   o.add("from_dcs", from_dcs).add("to_dcs", to_dcs).add("source_dc", sources);
   o.add("fresh_streams", fresh_dcs);
+  o.add("from_ranks_per_dc", from_members).add("to_ranks_per_dc", to_members);
   return o;
 }
 

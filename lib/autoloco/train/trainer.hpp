@@ -193,7 +193,8 @@ class Trainer {
   // After this round: the two instances to merge (indices), if a merge is due.
   std::optional<std::pair<size_t, size_t>> due_merge() const;
   void merge_two_instances(size_t into, size_t from);
-  // Checkpoints: trainer_checkpoint.cpp (the write), trainer_load.cpp (the load of one),
+  // Checkpoints: trainer_checkpoint.cpp (the write), trainer_checkpoint_files.cpp (its files),
+  // trainer_load.cpp (the load of one),
   // trainer_resume.cpp (which one, the checks, the fallback, the run directory)
   void open_run_directory(const std::optional<Resumed>& resumed);
   std::optional<Resumed> resume(const std::string& request);
@@ -203,22 +204,15 @@ class Trainer {
   // The checkpoint's progress_step() (check_resumable has set topology_change_).
   int64_t saved_progress(const H5Reader& g) const;
   // What only this rank's own file holds: data cursors, gradient-noise sums, RNG, the loss
-  // accumulated since the last log, the error-feedback residual. A dc new after a topology
-  // change starts these afresh.
+  // accumulated since the last log. A rank new after a topology change starts these afresh.
   void load_rank_own_state(const H5Reader& k, const std::string& file);
-  // The state a checkpoint writes whole, gathered from the members' shards under
-  // topology.shard (every rank gathers its dc's together; unsharded, the tensors themselves).
-  struct WholeState {
-    torch::Tensor anchor;
-    std::vector<std::pair<std::string, torch::Tensor>> outer_state;
-    torch::Tensor pending_sum;  // the fragment's Σ w_i Δ_i of a sync that has not landed
-    std::vector<std::pair<torch::Tensor, torch::Tensor>> moments;  // per instance (AdamW)
-  };
-  WholeState whole_state();
-  ManifestFile write_global_file(const std::string& dir, const std::string& reason,
-                                 const WholeState& whole);
-  ManifestFile write_dc_file(const std::string& dir, const WholeState& whole);
+  // trainer_checkpoint_files.cpp: each file of a checkpoint.
+  ManifestFile write_global_file(const std::string& dir, const std::string& reason);
+  ManifestFile write_dc_file(const std::string& dir);
   ManifestFile write_rank_file(const std::string& dir);
+  // The rank file's pieces of sharded vectors: the member's moments, its outer shards (dc 0),
+  // its residuals.
+  void write_rank_shards(H5Writer& w);
   void write_fragment_schedule(H5Writer& w);
   void read_fragment_schedule(const H5Reader& g);
   unsigned checkpoint_flags();

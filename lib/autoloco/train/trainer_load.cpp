@@ -10,12 +10,16 @@
 #include <mutex>
 #include <tuple>
 
+#include "autoloco/ckpt/checkpoint_readers.hpp"
+#include "autoloco/ckpt/flat_pieces.hpp"
 #include "autoloco/ckpt/h5_file.hpp"
 #include "autoloco/ckpt/layout.hpp"
 #include "autoloco/optim/adamw.hpp"
 #include "autoloco/train/checkpoint_tables.hpp"
+#include "autoloco/train/outer_checkpoint.hpp"
 #include "autoloco/train/trainer.hpp"
 #include "autoloco/util/error.hpp"
+#include "autoloco/util/log.hpp"
 
 namespace autoloco {
 namespace {
@@ -28,33 +32,18 @@ void read_tensor(const H5Reader& r, const std::string& name, torch::Tensor& into
   into.copy_(host.view_as(into));
 }
 
-// Reads a flat fp32 dataset of the global file that every rank of a dc needs whole (the anchor,
-// the outer state, a pending sum: |θ| each): member 0 reads it and broadcasts it inside the dc,
-// so a resume reads the global file once per dc rather than once per rank. The dc first learns
-// whether member 0 could read it, so that a damaged file fails every member rather than leaving
-// them in the broadcast.
-void read_tensor_in_dc(const H5Reader& g, const std::string& name, torch::Tensor& into,
-                       Communicator& intra) {
-  torch::Tensor host = torch::empty({into.numel()}, torch::kFloat32);
-  std::string error;
-  if (intra.rank() == 0) {
-    try {
-      g.read(name, host.data_ptr<float>(), host.numel());
-    } catch (const std::exception& e) {
-      error = e.what();
-    }
-  }
-  int64_t ok = error.empty() ? 1 : 0;
-  intra.broadcast(&ok, 1, DType::i64, 0);
-  if (ok == 0) {
-    throw CheckpointError(intra.rank() == 0 ? error
-                                            : fmt::format("'{}': member 0 of this dc could not "
-                                                          "read dataset '{}' (see its error)",
-                                                          g.path(), name));
-  }
-  intra.broadcast(host.data_ptr<float>(), static_cast<size_t>(host.numel()), DType::f32, 0);
-  torch::NoGradGuard no_grad;
-  into.copy_(host.view_as(into));
+// Elements [span.begin(), + span.count()) of vector `name`: whole in `whole_file`, or in the
+// pieces of `piece_files`.
+torch::Tensor read_shard(const H5Reader& whole_file,
+                         const std::vector<const H5Reader*>& piece_files, const std::string& name,
+                         const ShardSpan& span) {
+  FlatPieces pieces(name, span.numel);
+  pieces.add_whole(whole_file);
+  for (const H5Reader* file : piece_files)
+    pieces.add(*file, {});
+  torch::Tensor whole = torch::zeros({span.numel}, torch::kFloat);
+  pieces.read_into(whole.data_ptr<float>(), {FlatRange{span.begin(), span.count()}});
+  return whole.narrow(0, span.begin(), span.count()).clone();
 }
 
 NoiseSums noise_sums(const std::vector<double>& values, const std::string& file) {
@@ -96,11 +85,12 @@ std::vector<double> pending_scalars(const H5Reader& g, const TopologyChange& cha
   return scalars;
 }
 
-// The sync in flight, as the global file holds it (the same on every rank): read with the rest
-// of the global file, before any rank reads its own files, so that the dc's broadcast of its
-// sum never waits for a member that failed on a file of its own.
-std::optional<PendingSync> read_pending_global(const H5Reader& g, SyncPipeline& sync,
+// The sync in flight, as the global file holds it (the same on every rank; its sum whole there
+// or in pieces): read with the rest of the global file, before any rank reads its own files, so
+// that the dc's broadcast of its sum never waits for a member that failed on a file of its own.
+std::optional<PendingSync> read_pending_global(const OuterFiles& files, SyncPipeline& sync,
                                                const TopologyChange& change, Communicator& intra) {
+  const H5Reader& g = *files.global;
   if (!g.has("sync/pending") || g.read_int("sync/pending") == 0) return std::nullopt;
   PendingSync p;
   p.due_step = g.read_int("sync/pending_due_step");
@@ -124,17 +114,7 @@ std::optional<PendingSync> read_pending_global(const H5Reader& g, SyncPipeline& 
   p.round.dc_bytes = round[3];
   p.round.scalars = pending_scalars(g, change);
   p.round.link_s = g.read_double("sync/pending_link_s");
-  OuterSync& f = sync.outer().at(p.round.in.fragment);
-  if (!f.sharded()) {
-    read_tensor_in_dc(g, "sync/pending_sum", f.staging(), intra);
-    return p;
-  }
-  // Written whole (the fragment's vector): this member takes its shard.
-  torch::Tensor whole = torch::empty({f.span().numel}, torch::kFloat);
-  read_tensor_in_dc(g, "sync/pending_sum", whole, intra);
-  f.staging()
-      .narrow(0, 0, f.span().count())
-      .copy_(whole.narrow(0, f.span().begin(), f.span().count()));
+  load_pending_sum(files, sync.outer(), p.round.in.fragment, intra);
   return p;
 }
 
@@ -209,13 +189,15 @@ void Trainer::read_fragment_schedule(const H5Reader& g) {
 
 Trainer::Resumed Trainer::load_checkpoint(const std::string& path) {
   const Manifest m = read_manifest(path);
+  CheckpointReaders files(path, m);
   Resumed r;
   r.path = path;
-  // The global file first, on every rank alike: its large datasets are broadcast inside each dc
-  // (read_tensor_in_dc), which must come before any read of a rank's own files can fail.
+  const int old_members = topology_change_.from_members;
+  // The global file first, on every rank alike: its whole vectors are broadcast inside each dc
+  // (outer_checkpoint.cpp), which must come before any read of a rank's own files can fail.
   std::optional<PendingSync> pending;
   {
-    const H5Reader g(path + "/" + kGlobalFile, &manifest_entry(m, path, kGlobalFile).datasets);
+    const H5Reader& g = files.open(kGlobalFile);
     step_ = g.read_int("counters/step");
     rounds_ = g.read_int("counters/rounds");
     H_ = g.read_int("counters/H");
@@ -247,26 +229,18 @@ Trainer::Resumed Trainer::load_checkpoint(const std::string& path) {
     r.logs = LogSizes{g.read_int("run/metrics_bytes"), g.read_int("run/syncs_bytes")};
     if (sync_) {
       read_fragment_schedule(g);
-      torch::Tensor whole =
-          torch::empty({params().numel()}, sync_->outer().at(0).anchor().options());
-      read_tensor_in_dc(g, "outer/anchor", whole, *intra_mpi_);
-      sync_->outer().load_anchor(whole);
-      for (const auto& [name, tensor] : sync_->outer().optimizer_state()) {
-        const std::string key = "outer/" + name;
-        torch::Tensor value;
-        if (g.has(key)) {
-          value = torch::empty_like(whole);
-          read_tensor_in_dc(g, key, value, *intra_mpi_);
-        }
-        sync_->outer().load_optimizer_state(name, value);
-      }
+      // A sharded run wrote the outer vectors as pieces of its dc 0's rank files.
+      OuterFiles outer{&g, {}};
+      if (!g.has("outer/anchor")) outer.pieces = files.dc_rank_files(0, old_members);
+      load_outer(outer, sync_->outer(), *intra_mpi_);
       controller_->load_state(g.read_f64("controller/state"));
-      pending = read_pending_global(g, *sync_, topology_change_, *intra_mpi_);
+      pending = read_pending_global(outer, *sync_, topology_change_, *intra_mpi_);
     }
   }
+  const int source_dc = topology_change_.source_dc(topo_.dc);
   {
-    const std::string name = dc_file(topology_change_.source_dc(topo_.dc));
-    const H5Reader d(path + "/" + name, &manifest_entry(m, path, name).datasets);
+    const std::string name = dc_file(source_dc);
+    const H5Reader& d = files.open(name);
     keep_instances(
         d.has("instances/active") ? d.read_i64("instances/active") : std::vector<int64_t>{0},
         path + "/" + name);
@@ -274,14 +248,13 @@ Trainer::Resumed Trainer::load_checkpoint(const std::string& path) {
       const std::string at = instance_prefix(inst.id);
       read_tensor(d, at + "replica/values", inst.params->values());
       if (auto* adamw = dynamic_cast<FlatAdamW*>(inst.optimizer.get())) {
-        // Written whole; a sharded member takes its shard.
-        torch::Tensor m1 = torch::empty_like(inst.params->values());
-        torch::Tensor m2 = torch::empty_like(inst.params->values());
-        read_tensor(d, at + "adamw/exp_avg", m1);
-        read_tensor(d, at + "adamw/exp_avg_sq", m2);
+        // Whole in the dc's file, or the pieces of its members' rank files: this member reads
+        // its shard of them, whatever shard mode and ranks_per_dc wrote them.
         const ShardSpan& span = inst.shard->span();
-        adamw->set_state(d.read_int(at + "adamw/step"), m1.narrow(0, span.begin(), span.count()),
-                         m2.narrow(0, span.begin(), span.count()));
+        const std::vector<const H5Reader*> members = files.dc_rank_files(source_dc, old_members);
+        adamw->set_state(d.read_int(at + "adamw/step"),
+                         read_shard(d, members, at + "adamw/exp_avg", span),
+                         read_shard(d, members, at + "adamw/exp_avg_sq", span));
       }
       // Checkpoints from before adaptive batches ran a fixed batch, which keeps no state.
       inst.batch->load_state(d.has(at + "batch/state") ? d.read_f64(at + "batch/state")
@@ -289,14 +262,24 @@ Trainer::Resumed Trainer::load_checkpoint(const std::string& path) {
     }
   }
   {
-    // ranks_per_dc stays, so a dc that existed keeps its ranks' files; a new one reads its
-    // source dc's for what is the same on every rank (clocks, counters).
-    const bool fresh = topology_change_.fresh(topo_.dc);
-    const int source_rank =
-        topology_change_.source_dc(topo_.dc) * topo_.ranks_per_dc + topo_.member;
-    const std::string name = rank_file(source_rank);
-    const H5Reader k(path + "/" + name, &manifest_entry(m, path, name).datasets);
+    // A rank that continues one of the checkpoint's reads its file; a new one (a new dc, or a
+    // member past the old count) reads one of its source dc's for what is the same on every
+    // rank (clocks, counters).
+    const bool fresh = topology_change_.fresh(topo_.dc, topo_.member);
+    const std::string name = rank_file(topology_change_.source_rank(topo_.dc, topo_.member));
+    const H5Reader& k = files.open(name);
     if (!fresh) load_rank_own_state(k, path + "/" + name);
+    // The residuals are the dc's, split over its members: re-split from every old member's.
+    if (sync_ && config_.outer.error_feedback && !topology_change_.fresh(topo_.dc) &&
+        !load_residuals(files.dc_rank_files(source_dc, old_members), k,
+                        !topology_change_.members_changed(), sync_->outer(), reducer_->members(),
+                        reducer_->member()) &&
+        topo_.world_rank == 0) {
+      log::warn(
+          "resume: '{}' is a checkpoint of format 1, whose error-feedback residuals cannot be "
+          "re-split over {} members: they start from zero",
+          path, topo_.ranks_per_dc);
+    }
     if (!periods_.empty()) {
       periods_[0].loss_sum = k.read_double("round/loss_sum");
       periods_[0].start_compute_s = k.read_double("round/start_compute_s");
@@ -343,11 +326,6 @@ void Trainer::load_rank_own_state(const H5Reader& k, const std::string& file) {
   }
   loop_.loss_sum = k.read_double("loop/loss_sum");
   loop_.loss_count = k.read_int("loop/loss_count");
-  // A checkpoint written without error feedback has no residual: it starts from zero.
-  if (sync_ && config_.outer.error_feedback && k.has("residual/0")) {
-    for (size_t p = 0; p < sync_->outer().size(); ++p)
-      read_tensor(k, fmt::format("residual/{}", p), sync_->outer().at(p).residual());
-  }
 }
 
 }  // namespace autoloco

@@ -85,7 +85,7 @@ std::vector<std::string> Trainer::resume_candidates(const std::string& request) 
       for (const CheckpointInfo& c : list_checkpoints(checkpoint_dir())) {
         if (c.ok()) {
           joined += c.path + "\n";
-        } else if (c.manifest && c.manifest->format_version != kCheckpointFormat) {
+        } else if (c.manifest && !readable_checkpoint_format(c.manifest->format_version)) {
           // Intact, for another autoloco version: left where it is.
           log::warn("skipping checkpoint {}: {}", c.path, c.problem);
         } else {
@@ -124,29 +124,29 @@ void Trainer::check_resumable(const std::string& path) {
   const Manifest m = read_manifest(path);
   const H5Reader g(path + "/" + kGlobalFile, &manifest_entry(m, path, kGlobalFile).datasets);
   const int64_t format = g.read_int("format_version");
-  if (format != kCheckpointFormat) {
-    throw ResumeMismatch(fmt::format("'{}' has checkpoint format {}; this autoloco reads format {}",
-                                     path, format, kCheckpointFormat));
+  if (!readable_checkpoint_format(format)) {
+    throw ResumeMismatch(
+        fmt::format("'{}' has checkpoint format {}; this autoloco reads formats {} to {}", path,
+                    format, kOldestCheckpointFormat, kCheckpointFormat));
   }
   const int64_t world = g.read_int("topology/world_size");
   const int64_t per_dc = g.read_int("topology/ranks_per_dc");
-  if (per_dc != topo_.ranks_per_dc || world <= 0 || world % per_dc != 0) {
-    throw ResumeMismatch(fmt::format(
-        "cannot resume from '{}': it was written by {} ranks = {} dc x {} members, this job has "
-        "{} ranks = {} dc x {} members. Launch it with topology.ranks_per_dc = {} (the number "
-        "of dcs may change with --allow-topology-change)",
-        path, world, world / std::max<int64_t>(per_dc, 1), per_dc, topo_.world_size, topo_.num_dcs,
-        topo_.ranks_per_dc, per_dc));
+  if (per_dc <= 0 || world <= 0 || world % per_dc != 0) {
+    throw CheckpointError(fmt::format(
+        "'{}': topology/world_size {} is no whole number of dcs of topology/ranks_per_dc {}: the "
+        "file is damaged; use another checkpoint",
+        g.path(), world, per_dc));
   }
-  topology_change_ = TopologyChange{static_cast<int>(world / per_dc), topo_.num_dcs};
+  topology_change_ = TopologyChange{static_cast<int>(world / per_dc), topo_.num_dcs,
+                                    static_cast<int>(per_dc), topo_.ranks_per_dc};
   if (topology_change_.changed() && !options_.allow_topology_change) {
     throw ResumeMismatch(fmt::format(
         "cannot resume from '{}' without --allow-topology-change: it was written by {} dcs x {} "
         "members, this job has {} dcs x {}. With the flag the run would go on as {} (replicas, "
         "AdamW and batch state; the anchor, outer optimizer, controllers and counters carry "
-        "over). Pass it, or launch {} ranks",
+        "over). Pass it, or launch {} ranks with topology.ranks_per_dc = {}",
         path, topology_change_.from_dcs, per_dc, topo_.num_dcs, topo_.ranks_per_dc,
-        topology_change_.describe(), world));
+        topology_change_.describe(), world, per_dc));
   }
   const std::string diff =
       first_difference(g.read_string("model/parameters"), param_table(params()));
@@ -177,8 +177,7 @@ int64_t Trainer::saved_progress(const H5Reader& g) const {
   // run.steps counts steps at the initial batch: an adaptive batch has made fewer, larger ones.
   if (!g.has("counters/tokens")) return g.read_int("counters/step");
   // A step of the checkpoint's dcs (a topology change scales it).
-  const int64_t per_step =
-      initial_tokens_per_step_ / topology_change_.to_dcs * topology_change_.from_dcs;
+  const int64_t per_step = topology_change_.saved_step_tokens(initial_tokens_per_step_);
   const auto [base_step, base_tokens] = progress_base(g);
   return base_step + (g.read_int("counters/tokens") - base_tokens) / per_step;
 }
@@ -236,8 +235,7 @@ std::optional<Trainer::Resumed> Trainer::resume(const std::string& request) {
         log::info("resumed from {} at step {}, round {}, next round of {} steps", path, step_,
                   rounds_, H_);
         if (topology_change_.changed()) {
-          log::info("resume: topology changed, {} (topology.ranks_per_dc {} stays)",
-                    topology_change_.describe(), topo_.ranks_per_dc);
+          log::info("resume: topology changed, {}", topology_change_.describe());
           if (config_.data.partition == "by_shard") {
             log::info(
                 "resume: data.partition by_shard deals the shards over {} dcs now: each dc "
