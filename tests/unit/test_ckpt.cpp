@@ -220,7 +220,9 @@ TEST_CASE("compatibility: safe keys may change and others are refused by name", 
   // Where the keys and the first weights came from; the keys themselves are compared.
   CHECK(safe_to_change("model.preset"));
   CHECK(safe_to_change("model.init_from"));
-  CHECK_FALSE(safe_to_change("topology.ranks_per_dc"));
+  // The resume's topology check decides it (--allow-topology-change), as for the dcs.
+  CHECK(safe_to_change("topology.ranks_per_dc"));
+  CHECK(safe_to_change("topology.shard"));
 }
 
 TEST_CASE("h5 reader: a dataset larger than one read slice reads back and is checked whole",
