@@ -1,6 +1,7 @@
 // What the Trainer's checkpoint writer, its loader and its resume share (trainer_checkpoint.cpp,
 // trainer_load.cpp, trainer_resume.cpp): the model's identity and each instance's dataset prefix,
-// spelled alike on both sides, and two reads of a checkpoint that the check and the load make.
+// spelled alike on both sides, two reads of a checkpoint that the check and the load make, and
+// the write of a tensor.
 #pragma once
 
 #include <fmt/format.h>
@@ -39,6 +40,15 @@ inline const ManifestFile& manifest_entry(const Manifest& m, const std::string& 
     throw CheckpointError(fmt::format("'{}': the manifest lists no file {}", path, name));
   }
   return *f;
+}
+
+// A tensor's values as one flat contiguous host tensor, and written as a float32 dataset.
+inline torch::Tensor host_flat(const torch::Tensor& t) {
+  return t.detach().to(torch::kCPU).contiguous().reshape({-1});
+}
+inline void write_tensor(H5Writer& w, const std::string& name, const torch::Tensor& t) {
+  const torch::Tensor host = host_flat(t);
+  w.write(name, host.data_ptr<float>(), {host.numel()});
 }
 
 // The progress clock's base (step, tokens) at the last topology change; none before one.

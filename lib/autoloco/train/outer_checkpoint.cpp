@@ -6,19 +6,11 @@
 #include <utility>
 
 #include "autoloco/ckpt/flat_pieces.hpp"
+#include "autoloco/train/checkpoint_tables.hpp"
 #include "autoloco/util/error.hpp"
 
 namespace autoloco {
 namespace {
-
-torch::Tensor host_flat(const torch::Tensor& t) {
-  return t.detach().to(torch::kCPU).contiguous().reshape({-1});
-}
-
-void write_whole(H5Writer& w, const std::string& name, const torch::Tensor& t) {
-  const torch::Tensor host = host_flat(t);
-  w.write(name, host.data_ptr<float>(), {host.numel()});
-}
 
 // One piece of `name` from the first `count` values of each of `parts` at `ranges` (all of
 // them, in order).
@@ -109,9 +101,9 @@ torch::Tensor read_vector(const OuterFiles& files, const std::string& name, int6
 }  // namespace
 
 void write_outer_whole(H5Writer& g, FragmentedOuter& outer) {
-  write_whole(g, "outer/anchor", outer.anchor());
+  write_tensor(g, "outer/anchor", outer.anchor());
   for (const auto& [name, tensor] : outer.optimizer_state()) {
-    if (tensor.defined()) write_whole(g, "outer/" + name, tensor);
+    if (tensor.defined()) write_tensor(g, "outer/" + name, tensor);
   }
 }
 
@@ -134,7 +126,7 @@ void write_outer_pieces(H5Writer& k, FragmentedOuter& outer) {
 void write_pending_sum(H5Writer& w, FragmentedOuter& outer, int64_t fragment) {
   OuterSync& f = outer.at(fragment);
   if (!f.sharded()) {
-    write_whole(w, "sync/pending_sum", f.staging());
+    write_tensor(w, "sync/pending_sum", f.staging());
     return;
   }
   // Laid out as the fragment's vector, as the whole dataset is.

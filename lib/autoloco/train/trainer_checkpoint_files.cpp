@@ -24,19 +24,10 @@ namespace autoloco {
 namespace fs = std::filesystem;
 namespace {
 
-torch::Tensor host_copy(const torch::Tensor& t) {
-  return t.detach().to(torch::kCPU).contiguous().reshape({-1});
-}
-
-void write_tensor(H5Writer& w, const std::string& name, const torch::Tensor& t) {
-  const torch::Tensor host = host_copy(t);
-  w.write(name, host.data_ptr<float>(), {host.numel()});
-}
-
 // A member's shard (its first span.count() values) as a piece of the vector of span.numel.
 void write_shard(H5Writer& w, const std::string& name, const torch::Tensor& shard,
                  const ShardSpan& span) {
-  const torch::Tensor host = host_copy(shard);
+  const torch::Tensor host = host_flat(shard);
   write_flat_piece(w, name, host.data_ptr<float>(), {FlatRange{span.begin(), span.count()}});
 }
 
