@@ -1,6 +1,9 @@
 // autoloco-ckpt diff: compares two checkpoints of the same model dataset by dataset. float32
 // datasets of the model's size are split per parameter (max |a-b| and its ratio to max |a|);
-// other datasets (counters, loop state, strings, RNG bytes) are listed when they differ.
+// other datasets (counters, loop state, strings, RNG bytes) are listed when they differ. The
+// vectors a sharded run may write as pieces of its rank files (the anchor, the outer state, a
+// pending sum, the AdamW moments: ckpt/whole_vectors.hpp) are compared whole, under their home
+// file, whatever layout each side has: checkpoints of one state in two shard modes compare equal.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -10,12 +13,15 @@
 #include <limits>
 #include <memory>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <tuple>
 #include <type_traits>
 
 #include "autoloco/ckpt/checkpoint_dir.hpp"
+#include "autoloco/ckpt/checkpoint_readers.hpp"
 #include "autoloco/ckpt/layout.hpp"
+#include "autoloco/ckpt/whole_vectors.hpp"
 #include "autoloco/util/error.hpp"
 #include "ckpt_tool.hpp"
 
@@ -276,21 +282,73 @@ void compare_floats(const std::string& file, const std::string& name, const Data
   report.rows.insert(report.rows.end(), rows.begin(), rows.end());
 }
 
+// The vectors of one side that a layout may split, each whole (read against the manifest's sums).
+WholeVectors side_vectors(const Side& side) {
+  CheckpointReaders files(side.path, side.manifest);
+  return whole_vectors(files, side.manifest);
+}
+
+// Compares vector `key` of the two sides (whole_vectors: (home file, dataset)), or lists it as
+// one side's own. Each is taken out of its map once compared.
+void compare_vector(const std::pair<std::string, std::string>& key, WholeVectors& va,
+                    WholeVectors& vb, const std::vector<Param>& params, int64_t numel,
+                    Report& report) {
+  const auto& [file, name] = key;
+  const auto ia = va.find(key);
+  const auto ib = vb.find(key);
+  if (ib == vb.end()) {
+    if (ia != va.end()) report.only_a.push_back(file + ":" + name);
+  } else if (ia == va.end()) {
+    report.only_b.push_back(file + ":" + name);
+  } else {
+    Dataset a, b;
+    a.type = b.type = Dataset::Type::f32;
+    a.f32 = std::move(ia->second);
+    b.f32 = std::move(ib->second);
+    a.shape = {static_cast<int64_t>(a.f32.size())};
+    b.shape = {static_cast<int64_t>(b.f32.size())};
+    compare_floats(file, name, a, b, params, numel, report);
+  }
+  if (ia != va.end()) va.erase(ia);
+  if (ib != vb.end()) vb.erase(ib);
+}
+
+// The datasets of `file` on both sides, by name. The vectors whose home it is (`va`, `vb`) are
+// compared whole in their place; their pieces, and the vectors themselves as this file stores
+// them, are not compared dataset by dataset.
 void compare_file(const Side& sa, const Side& sb, const std::string& file,
-                  const std::vector<Param>& params, int64_t numel, Report& report) {
+                  const std::vector<Param>& params, int64_t numel, WholeVectors& va,
+                  WholeVectors& vb, Report& report) {
   File fa(sa, file);
   File fb(sb, file);
-  std::vector<std::string> in_a = fa.reader().datasets();
-  std::vector<std::string> in_b = fb.reader().datasets();
-  std::sort(in_a.begin(), in_a.end());
-  std::sort(in_b.begin(), in_b.end());
-  for (const std::string& name : in_b) {
-    if (std::find(in_a.begin(), in_a.end(), name) == in_a.end()) {
-      report.only_b.push_back(file + ":" + name);
+  const auto vector_part = [&](const std::string& name) {
+    return part_of_vector(file, name, fa.reader()) || part_of_vector(file, name, fb.reader());
+  };
+  std::set<std::string> in_a, in_b, vectors;
+  for (const std::string& name : fa.reader().datasets()) {
+    if (!vector_part(name)) in_a.insert(name);
+  }
+  for (const std::string& name : fb.reader().datasets()) {
+    if (!vector_part(name)) in_b.insert(name);
+  }
+  for (const WholeVectors* v : {&va, &vb}) {
+    for (const auto& entry : *v) {
+      if (entry.first.first == file) vectors.insert(entry.first.second);
     }
   }
-  for (const std::string& name : in_a) {
-    if (std::find(in_b.begin(), in_b.end(), name) == in_b.end()) {
+  std::set<std::string> names = vectors;
+  names.insert(in_a.begin(), in_a.end());
+  names.insert(in_b.begin(), in_b.end());
+  for (const std::string& name : names) {
+    if (vectors.count(name)) {
+      compare_vector({file, name}, va, vb, params, numel, report);
+      continue;
+    }
+    if (!in_a.count(name)) {
+      report.only_b.push_back(file + ":" + name);
+      continue;
+    }
+    if (!in_b.count(name)) {
       report.only_a.push_back(file + ":" + name);
       continue;
     }
@@ -362,13 +420,29 @@ int run_diff(const std::vector<std::string>& argv) {
   for (const ManifestFile& f : b.manifest.files) {
     if (!a.manifest.find(f.name)) report.only_b.push_back(f.name);
   }
+  WholeVectors va = side_vectors(a);
+  WholeVectors vb = side_vectors(b);
   for (const std::string& file : files) {
     if (!b.manifest.find(file)) {
       report.only_a.push_back(file);
       continue;
     }
-    compare_file(a, b, file, params, numel, report);
+    compare_file(a, b, file, params, numel, va, vb, report);
   }
+  // The vectors whose home file only one side has (listed above), or neither.
+  const auto listed = [](const std::vector<std::string>& only, const std::string& file) {
+    return std::find(only.begin(), only.end(), file) != only.end();
+  };
+  std::set<std::pair<std::string, std::string>> rest;
+  for (const WholeVectors* v : {&va, &vb}) {
+    for (const auto& entry : *v) {
+      if (!listed(report.only_a, entry.first.first) && !listed(report.only_b, entry.first.first)) {
+        rest.insert(entry.first);
+      }
+    }
+  }
+  for (const auto& key : rest)
+    compare_vector(key, va, vb, params, numel, report);
 
   std::vector<ParamRow> differing;
   std::copy_if(report.rows.begin(), report.rows.end(), std::back_inserter(differing),

@@ -32,11 +32,15 @@ commands:
                              both hold, max |a-b| and max |a-b| / max |a| per parameter (the N
                              largest, default 20) and per dataset; the other datasets that
                              differ (counters, loop state, config, ...) and those only one
-                             side holds. Exits 0 (a report), 3 if the models differ
+                             side holds. The vectors a sharded run writes as pieces of its
+                             rank files (anchor, outer state, AdamW moments) are compared
+                             whole, under global.h5 or dc_<d>.h5, whatever the layout.
+                             Exits 0 (a report), 3 if the models differ
   export CKPT OUT.h5 [--replica DC]
                              writes the parameters as a standalone HDF5 file: one float32
                              dataset per parameter, named and shaped as in the model, plus
-                             'step' and 'config'. Taken from the anchor (outer/anchor), or
+                             'step' and 'config'. Taken from the anchor (outer/anchor; a
+                             sharded run's is assembled from its rank files), or
                              from dc_<DC>.h5's replica with --replica DC or when the run has
                              no anchor (ddp: dc 0). Never writes over OUT.h5
   export --format hf CKPT OUT_DIR [--replica DC] [--max-shard-bytes N]

@@ -1,11 +1,15 @@
 // The model a checkpoint holds (the anchor, or a dc's replica), read and checked once for the
-// commands that hand it to other tools: export (HDF5 or Hugging Face) and logits.
+// commands that hand it to other tools: export (HDF5 or Hugging Face) and logits. The anchor is
+// global.h5's outer/anchor, or, in a checkpoint of a sharded run, assembled from the pieces its
+// dc 0's rank files hold (ckpt/flat_pieces.hpp).
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <limits>
 
 #include "autoloco/ckpt/checkpoint_dir.hpp"
+#include "autoloco/ckpt/checkpoint_readers.hpp"
+#include "autoloco/ckpt/flat_pieces.hpp"
 #include "autoloco/ckpt/layout.hpp"
 #include "autoloco/config/config.hpp"
 #include "autoloco/util/error.hpp"
@@ -33,6 +37,31 @@ void check_parameters(const CheckpointModel& m, const std::string& global) {
           p.name, p.offset + p.numel, numel));
     }
   }
+}
+
+// The anchor of `numel` values from the pieces of it in dc 0's rank files (a sharded run writes
+// it so), read against the manifest's sums; false when no rank file holds a piece of it. Throws
+// CheckpointError when the pieces leave an element out or name one past `numel`.
+bool assemble_anchor(CheckpointReaders& files, const Manifest& m, const H5Reader& global,
+                     int64_t numel, CheckpointModel& out) {
+  const std::string name = "outer/anchor";
+  if (!global.has("topology/ranks_per_dc")) return false;
+  const int64_t members = global.read_int("topology/ranks_per_dc");
+  FlatPieces anchor(name, numel);
+  int64_t holding = 0;
+  for (int64_t r = 0; r < members && r <= std::numeric_limits<int>::max(); ++r) {
+    const std::string file = rank_file(static_cast<int>(r));
+    if (!m.find(file)) continue;
+    const H5Reader& reader = files.open(file);
+    if (!reader.has(piece_ranges_name(name))) continue;
+    anchor.add(reader, {});
+    ++holding;
+  }
+  if (!anchor.found()) return false;
+  out.values.assign(static_cast<size_t>(numel), 0.0f);
+  anchor.read_into(out.values.data(), {FlatRange{0, numel}});
+  out.source = fmt::format("{}: {} (assembled from {} rank files)", files.path(), name, holding);
+  return true;
 }
 
 }  // namespace
@@ -63,7 +92,9 @@ CheckpointModel read_checkpoint_model(const std::string& ckpt_arg, int64_t repli
   const Manifest& m = *info.manifest;
 
   // The model, the step and the config come from global.h5, read against the manifest's sums.
-  const H5Reader global(ckpt + "/" + kGlobalFile, &listed(m, ckpt, kGlobalFile).datasets);
+  CheckpointReaders files(ckpt, m);
+  listed(m, ckpt, kGlobalFile);
+  const H5Reader& global = files.open(kGlobalFile);
   CheckpointModel out;
   out.params = parse_parameters(global.read_string("model/parameters"), global.path());
   const int64_t numel = global.read_int("model/numel");
@@ -72,9 +103,12 @@ CheckpointModel read_checkpoint_model(const std::string& ckpt_arg, int64_t repli
   if (replica < 0 && global.has("outer/anchor")) {
     out.values = global.read_f32("outer/anchor");
     out.source = fmt::format("{}:outer/anchor", global.path());
+  } else if (replica < 0 && assemble_anchor(files, m, global, numel, out)) {
+    // A sharded run's anchor, whole.
   } else {
     const std::string name = dc_file(static_cast<int>(std::max<int64_t>(replica, 0)));
-    const H5Reader dc(ckpt + "/" + name, &listed(m, ckpt, name).datasets);
+    listed(m, ckpt, name);
+    const H5Reader& dc = files.open(name);
     out.values = dc.read_f32("replica/values");
     out.source = fmt::format("{}:replica/values", dc.path());
   }

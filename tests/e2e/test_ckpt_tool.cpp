@@ -1,7 +1,10 @@
 // End to end: autoloco-ckpt on the checkpoints of a short 2-dc diloco run. ls lists them as
 // valid, newest first; verify passes them and fails a copy whose replica bytes were flipped,
 // naming the file; diff finds the differences between two steps and none between a checkpoint
-// and itself; export writes each parameter with its shape and the anchor's values.
+// and itself; export writes each parameter with its shape and the anchor's values. And on a
+// sharded run's checkpoint (format 2: the anchor, outer momentum and AdamW moments as pieces of
+// the rank files): verify and ls pass it, diff against the unsharded run's finds those vectors
+// identical, and export writes the unsharded run's anchor.
 #include <sys/wait.h>
 #include <catch2/catch.hpp>
 
@@ -41,6 +44,28 @@ std::string train_run(const std::string& dir) {
   INFO(command << "\n" << read_text(dir + "/train.log"));
   REQUIRE(std::system(command.c_str()) == 0);
   return dir + "/runs/ck";
+}
+
+// Trains 4 steps on 1 dc of 2 ranks with topology.shard `shard`, H = 2, no clipping (so that
+// every shard mode trains bitwise alike: docs/sharding.md, Equal results) and a checkpoint every
+// 3 steps: step_3, in the middle of the second round, under the returned run directory.
+std::string train_sharded_run(const std::string& dir, const std::string& shard) {
+  const std::string config = std::string(AUTOLOCO_SOURCE_DIR) + "/configs/diloco.yaml";
+  const std::string log = dir + "/train-" + shard + ".log";
+  const std::string command =
+      std::string(AUTOLOCO_MPIEXEC) + " -n 2 --oversubscribe --allow-run-as-root --bind-to none " +
+      AUTOLOCO_TRAIN_EXE + " " + config +
+      " --set model.n_layer=1 --set model.d_model=16 --set model.n_head=2"
+      " --set model.seq_len=16 --set run.steps=4 --set run.eval_every=0 --set run.log_every=2"
+      " --set inner.warmup_steps=1 --set inner.lr=0.01 --set inner.grad_clip=0"
+      " --set data.batch_size=2 --set interval.H=2 --set ckpt.every_steps=3"
+      " --set topology.ranks_per_dc=2 --set topology.shard=" +
+      shard + " --set data.train=" + dir + "/data/train_*.bin --set data.val=" + dir +
+      "/data/val_*.bin --set run.out_dir=" + dir + "/runs --set run.name=" + shard + " > " + log +
+      " 2>&1";
+  INFO(command << "\n" << read_text(log));
+  REQUIRE(std::system(command.c_str()) == 0);
+  return dir + "/runs/" + shard;
 }
 
 struct ToolResult {
@@ -231,4 +256,85 @@ TEST_CASE("e2e: autoloco-ckpt diff and export read the parameters", "[e2e][ckpt]
   const ToolResult again = ckpt_tool(dir, "export " + ckpts + "/step_8 " + out);
   CHECK(again.code == 1);
   CHECK(again.err.find("'" + out + "' exists") != std::string::npos);
+}
+
+TEST_CASE("e2e: autoloco-ckpt reads a sharded checkpoint as the unsharded one", "[e2e][ckpt]") {
+  const autoloco::test::TempDir tmp("e2e-ckpt-tool-sharded");
+  const std::string dir = tmp.str();
+  autoloco::test::write_tiny_corpus(dir + "/data");
+  const std::string whole = train_sharded_run(dir, "none") + "/checkpoints/step_3";
+  const std::string run = train_sharded_run(dir, "optimizer");
+  const std::string sharded = run + "/checkpoints/step_3";
+  {
+    // The test's premise: the vectors are pieces of the rank files, not whole in their homes.
+    const autoloco::H5Reader global(sharded + "/global.h5");
+    const autoloco::H5Reader dc(sharded + "/dc_0.h5");
+    const autoloco::H5Reader rank(sharded + "/rank_1.h5");
+    REQUIRE(!global.has("outer/anchor"));
+    REQUIRE(!dc.has("adamw/exp_avg"));
+    REQUIRE(rank.has("outer/anchor_ranges"));
+    REQUIRE(rank.has("outer/momentum_ranges"));
+    REQUIRE(rank.has("adamw/exp_avg_sq_ranges"));
+  }
+
+  const ToolResult verify = ckpt_tool(dir, "verify " + run);
+  INFO(verify.out << verify.err);
+  CHECK(verify.code == 0);
+  CHECK(verify.out.find("ok " + sharded + " (") != std::string::npos);
+  const ToolResult ls = ckpt_tool(dir, "ls --verify " + run);
+  INFO(ls.out << ls.err);
+  CHECK(ls.code == 0);
+  CHECK(line_starting(ls.out, "step_3").find(" valid") != std::string::npos);
+
+  const ToolResult diff = ckpt_tool(dir, "diff " + whole + " " + sharded);
+  INFO(diff.out << diff.err);
+  REQUIRE(diff.code == 0);
+  for (const char* vector :
+       {"global.h5:outer/anchor", "global.h5:outer/momentum", "dc_0.h5:adamw/exp_avg",
+        "dc_0.h5:adamw/exp_avg_sq", "dc_0.h5:replica/values"}) {
+    INFO(vector);
+    CHECK(line_starting(diff.out, std::string("  ") + vector).find("identical") !=
+          std::string::npos);
+  }
+  CHECK(diff.out.find("\nonly in A: ") == std::string::npos);
+  CHECK(diff.out.find("\nonly in B: ") == std::string::npos);
+  CHECK(diff.out.find("_ranges") == std::string::npos);
+  CHECK(diff.out.find("; 0 only in A, 0 only in B") != std::string::npos);
+
+  // The anchor, not dc 0's replica (a step past it in the middle of the round).
+  const autoloco::H5Reader global(whole + "/global.h5");
+  const std::vector<float> anchor = global.read_f32("outer/anchor");
+  REQUIRE(anchor != autoloco::H5Reader(whole + "/dc_0.h5").read_f32("replica/values"));
+  const std::vector<Param> params = parameters(global.read_string("model/parameters"));
+  REQUIRE(params.size() > 2);
+  const std::string out_whole = dir + "/whole.h5";
+  const std::string out_sharded = dir + "/sharded.h5";
+  CHECK(ckpt_tool(dir, "export " + whole + " " + out_whole).code == 0);
+  const ToolResult exported = ckpt_tool(dir, "export " + sharded + " " + out_sharded);
+  INFO(exported.out << exported.err);
+  REQUIRE(exported.code == 0);
+  CHECK(exported.out.find("from " + sharded + ": outer/anchor (assembled from 2 rank files)") !=
+        std::string::npos);
+  const autoloco::H5Reader a(out_whole);
+  const autoloco::H5Reader b(out_sharded);
+  CHECK(b.read_int("step") == 3);
+  for (const Param& p : params) {
+    INFO(p.name);
+    const std::vector<float> got = b.read_f32(p.name);
+    REQUIRE(static_cast<int64_t>(got.size()) == p.numel);
+    CHECK(got == a.read_f32(p.name));
+    CHECK(std::memcmp(got.data(), anchor.data() + p.offset, got.size() * sizeof(float)) == 0);
+  }
+
+  // The Hugging Face export: the same safetensors, byte for byte.
+  const std::string hf_whole = dir + "/hf-whole";
+  const std::string hf_sharded = dir + "/hf-sharded";
+  CHECK(ckpt_tool(dir, "export --format hf --no-tokenizer " + whole + " " + hf_whole).code == 0);
+  const ToolResult hf =
+      ckpt_tool(dir, "export --format hf --no-tokenizer " + sharded + " " + hf_sharded);
+  INFO(hf.out << hf.err);
+  REQUIRE(hf.code == 0);
+  const std::string tensors = read_text(hf_sharded + "/model.safetensors");
+  CHECK(!tensors.empty());
+  CHECK(tensors == read_text(hf_whole + "/model.safetensors"));
 }

@@ -60,12 +60,17 @@ WholeVectors whole_vectors(CheckpointReaders& files, const Manifest& manifest) {
       }
     }
   }
+  // The parameters' count sizes every vector but a pending sum (a fragment's): a vector whose
+  // pieces end short of it is missing its tail.
+  const H5Reader& global = files.open(kGlobalFile);
+  const int64_t params = global.has("model/numel") ? global.read_int("model/numel") : -1;
   for (const auto& [key, readers] : pieces) {
-    // The vector's length is where its last piece ends; read_into finds a gap before it.
-    FlatPieces vector(key.second, std::numeric_limits<int64_t>::max());
+    const bool sized = params >= 0 && key.second != "sync/pending_sum";
+    FlatPieces vector(key.second, sized ? params : std::numeric_limits<int64_t>::max());
     for (const H5Reader* reader : readers)
       vector.add(*reader, {});
-    const int64_t numel = vector.extent();
+    // A pending sum's length is where its last piece ends; read_into finds a gap before it.
+    const int64_t numel = sized ? params : vector.extent();
     std::vector<float> values(static_cast<size_t>(numel));
     vector.read_into(values.data(), {FlatRange{0, numel}});
     out[key] = std::move(values);
