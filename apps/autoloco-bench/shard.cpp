@@ -12,6 +12,7 @@
 //  and
 //    their bus bytes (nccl-tests' convention: an all-reduce moves 2 (R - 1) / R of its buffer
 //    per rank, a reduce-scatter and an all-gather (R - 1) / R each).
+#include <malloc.h>
 #include <mpi.h>
 #include <torch/torch.h>
 
@@ -32,6 +33,18 @@
 
 namespace autoloco::bench {
 namespace {
+
+// glibc raises its mmap threshold to the size of each large block freed (up to 32 MiB), so a
+// case's freed tensors stay in the heap, in the next case's baseline, where that case reuses
+// them without its peak showing it: how much depends on the order of frees. A fixed threshold
+// keeps every tensor above it mmapped and returned when freed, and malloc_trim returns what
+// the heap holds free, so that each case's peak above its baseline is its own live bytes.
+void keep_heap_honest() {
+#ifdef __GLIBC__
+  mallopt(M_MMAP_THRESHOLD, 256 * 1024);
+  malloc_trim(0);
+#endif
+}
 
 // Resets the kernel's peak resident size (VmHWM) to the current one (Linux >= 4.0).
 void reset_peak() {
@@ -72,6 +85,7 @@ void run_case(Case& c, const std::vector<std::string>& base, const Args& args, b
   const Config config = args.config_path.empty() ? parse_config("", overrides)
                                                  : load_config(args.config_path, overrides);
   MPI_Barrier(MPI_COMM_WORLD);
+  keep_heap_honest();
   reset_peak();
   const int64_t baseline = resident_bytes();
   Trainer trainer(config, MPI_COMM_WORLD, {false, false});

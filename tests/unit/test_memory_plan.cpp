@@ -45,11 +45,11 @@ TEST_CASE("plan: a small model's classes on the cpu, worked out by hand", "[plan
   CHECK(m.optimizer == 12 * kSmallP);   // two moments and the flat kernel's denominator
   CHECK(m.outer_state == 8 * kSmallP);  // anchor and momentum
   CHECK(m.residuals == 0);
-  CHECK(m.buffers == 4 * kSmallP);  // host staging of Δ
+  CHECK(m.buffers == 4 * kSmallP + 4 * kSmallP);  // host staging of Δ, the Nesterov scratch
   // 2 layers x s b d (34 + 5 a s / d) = 2 x 8 x 4 x 16 x (34 + 5) at 16 bits; fp32 doubles it.
   CHECK(m.activations == 2 * 2 * 8 * 4 * 16 * 39);
   CHECK(m.host == 0);
-  CHECK(m.total() == 32 * kSmallP + 79872);
+  CHECK(m.total() == 36 * kSmallP + 79872);
   CHECK(m.device() == m.total());
 }
 
@@ -69,15 +69,20 @@ TEST_CASE("plan: sharded classes fall as ceil(P / R) for R = 1, 2, 4 and 3", "[p
     CHECK(none.gradients == 4 * kSmallP);
     CHECK(none.optimizer == 12 * kSmallP);
     CHECK(none.outer_state == 8 * kSmallP);
-    CHECK(none.buffers == 4 * kSmallP);
+    // Staging and the Nesterov scratch (the model is below its chunk): the outer state's size.
+    CHECK(none.buffers == 8 * kSmallP);
     CHECK(opt.gradients == 4 * kSmallP);
     CHECK(opt.optimizer == 12 * S);
     CHECK(opt.outer_state == 8 * S);
-    CHECK(opt.buffers == 4 * S);
+    // Beyond the staging, a sharded R > 1 reduce-scatters through a scratch part and MPI's two
+    // ring chunks, each the bucket's largest part (the whole model is one bucket here).
+    const int64_t ring = R > 1 ? 3 * 4 * S : 0;
+    CHECK(opt.buffers == 8 * S + ring);
     CHECK(grad.gradients == 4 * S);
     CHECK(grad.optimizer == 12 * S);
     CHECK(grad.outer_state == 8 * S);
-    CHECK(grad.buffers == 4 * S + 4 * kSmallP);  // the model is smaller than one bucket
+    // Two buckets of the whole model; a dc of one rank keeps its gradient whole: none.
+    CHECK(grad.buffers == 8 * S + ring + (R > 1 ? 2 * 4 * kSmallP : 0));
   }
   CHECK(ceil_div(kSmallP, 3) * 3 > kSmallP);  // R = 3 is the uneven case
 }
@@ -94,43 +99,54 @@ TEST_CASE("plan: what the config changes: sgd, local_sgd, ddp, instances, adloco
   CHECK(ddp.buffers == 0);
   CHECK(plan_memory(small({"outer.method=ddp"}), "none", 2, true).buffers == 4 * kSmallP);
 
+  // Two dcs: the inter-dc ring's receive chunk, and the packed send and receive buffers of the
+  // chunk that carries the round's scalars: S / 2 values each (fp32 wire).
+  const int64_t half = ceil_div(kSmallP, 2);
+  CHECK(plan_memory(small(), "none", 1, false, 2).buffers ==
+        plan_memory(small(), "none", 1, false).buffers + 3 * 4 * half);
+
   const Config adloco = small({"batch.controller=adloco", "batch.instances=3"});
   const MemoryClasses a = plan_memory(adloco, "gradients", 2, false);
   CHECK(a.parameters == 3 * 4 * kSmallP);
   CHECK(a.gradients == 3 * 4 * ceil_div(kSmallP, 2));
   CHECK(a.optimizer == 3 * 12 * ceil_div(kSmallP, 2));
-  // staging, one bucket (the whole model here) and the whole gradient sample
-  CHECK(a.buffers == 4 * ceil_div(kSmallP, 2) + 4 * kSmallP + 4 * kSmallP);
+  // staging, the Nesterov scratch and the whole gradient sample: AdLoCo keeps the gradient
+  // whole (no buckets)
+  CHECK(a.buffers == 8 * ceil_div(kSmallP, 2) + 4 * kSmallP);
 
   // A GPU: the fused AdamW keeps no denominator, a device snapshot joins the host staging, bf16
   // activations; the outer state on the host when outer.state_device says so.
   const MemoryClasses g = plan_memory(small(), "optimizer", 2, true);
   const int64_t S = ceil_div(kSmallP, 2);
   CHECK(g.optimizer == 8 * S);
-  CHECK(g.buffers == 8 * S);
+  // and the reduce-scatter's scratch (NCCL: no ring), and the Nesterov scratch beside the outer
+  // state (on the device for a model this small)
+  CHECK(g.buffers == 8 * S + 4 * S + 4 * S);
   CHECK(g.activations == 2 * 8 * 4 * 16 * 39);
   CHECK(g.host == 4 * S);
   CHECK(plan_memory(small({"inner.adamw=flat"}), "optimizer", 2, true).optimizer == 12 * S);
   const MemoryClasses h = plan_memory(small({"outer.state_device=cpu"}), "optimizer", 2, true);
-  CHECK(h.host == 4 * S + 8 * S);
-  CHECK(h.device() == h.total() - 12 * S);
+  CHECK(h.host == 4 * S + 8 * S + 4 * S);  // staging, outer state, its Nesterov scratch
+  CHECK(h.device() == h.total() - 16 * S);
   CHECK(plan_memory(small({"run.precision=fp32"}), "none", 1, true).activations ==
         2 * g.activations);
   CHECK_THROWS_AS(plan_memory(small(), "full", 2, true), ConfigError);
 }
 
 TEST_CASE("plan: the gpt2 and llama-3-8b presets' totals from the formula", "[plan]") {
-  // gpt2 on the cpu, 4 ranks per dc, shard gradients: 4 P + 4 S + 12 S + 8 S + 4 S + one bucket
-  // of 2^22 floats + activations 12 layers x 1024 x 8 x 768 x (34 + 5 x 12 x 1024 / 768) x 2.
+  // gpt2 on the cpu, 4 ranks per dc, shard gradients: 4 P + 4 S + 12 S + 8 S + 4 S + two
+  // buckets of 2^22 floats and the reduce-scatter's scratch and ring chunks (3 x 2^22 / 4) +
+  // activations 12 layers x 1024 x 8 x 768 x (34 + 5 x 12 x 1024 / 768) x 2.
   const Config gpt2 = parse_config("", {"model.preset=gpt2", "data.batch_size=8",
                                         "outer.momentum=0.9", "batch.controller=fixed"});
   const int64_t P2 = 124'439'808;
   REQUIRE(parameter_count(gpt2.model) == P2);
   const int64_t S2 = ceil_div(P2, 4);
   const int64_t act2 = int64_t{12} * 1024 * 8 * 768 * (34 + 80) * 2;
+  const int64_t nesterov = 4 * (int64_t{1} << 22);  // the outer step's scratch, one chunk
   CHECK(plan_memory(gpt2, "gradients", 4, false).total() ==
-        4 * P2 + 28 * S2 + 4 * (int64_t{1} << 22) + act2);
-  CHECK(plan_memory(gpt2, "none", 4, false).total() == 32 * P2 + act2);
+        4 * P2 + 28 * S2 + 2 * 4 * (int64_t{1} << 22) + 3 * (int64_t{1} << 22) + nesterov + act2);
+  CHECK(plan_memory(gpt2, "none", 4, false).total() == 32 * P2 + nesterov + act2);
 
   // llama-3-8b on a GPU, 8 ranks per dc: the outer state goes to the host above 2^30
   // parameters (outer.state_device auto). One sequence of 2048 tokens at bf16:
@@ -144,13 +160,16 @@ TEST_CASE("plan: the gpt2 and llama-3-8b presets' totals from the formula", "[pl
   const int64_t act8 = 30'601'641'984;
   const MemoryClasses none = plan_memory(llama, "none", 8, true);
   CHECK(none.activations == act8);
-  CHECK(none.total() == 4 * P8 + 4 * P8 + 8 * P8 + 8 * P8 + 8 * P8 + act8);
-  CHECK(none.host == 8 * P8 + 4 * P8);  // outer state and host staging
+  CHECK(none.total() == 4 * P8 + 4 * P8 + 8 * P8 + 8 * P8 + 8 * P8 + nesterov + act8);
+  CHECK(none.host == 8 * P8 + 4 * P8 + nesterov);  // outer state, host staging, scratch
   const MemoryClasses opt = plan_memory(llama, "optimizer", 8, true);
-  CHECK(opt.total() == 8 * P8 + 8 * S8 + 8 * S8 + 8 * S8 + act8);
-  CHECK(opt.device() == 8 * P8 + 8 * S8 + 4 * S8 + act8);
+  // The reduce-scatter's scratch: the bucket's part, 2^22 / 8 floats (NCCL: no ring chunks).
+  const int64_t scratch8 = 4 * (int64_t{1} << 22) / 8;
+  CHECK(opt.total() == 8 * P8 + 8 * S8 + 8 * S8 + 8 * S8 + scratch8 + nesterov + act8);
+  CHECK(opt.device() == 8 * P8 + 8 * S8 + 4 * S8 + scratch8 + act8);
   const MemoryClasses grad = plan_memory(llama, "gradients", 8, true);
-  CHECK(grad.total() == 4 * P8 + 4 * S8 + 8 * S8 + 8 * S8 + 8 * S8 + 4 * (int64_t{1} << 22) + act8);
+  CHECK(grad.total() == 4 * P8 + 4 * S8 + 8 * S8 + 8 * S8 + 8 * S8 + 2 * 4 * (int64_t{1} << 22) +
+                            scratch8 + nesterov + act8);
 }
 
 TEST_CASE("plan: one fp32 sync between 2 dcs of one rank on 1 Gbit/s, 50 ms", "[plan]") {

@@ -84,7 +84,10 @@ class OptimizerShard final : public InnerShard {
   void reduce_bucket(torch::Tensor& grads, int64_t begin, int64_t count) {
     const std::vector<size_t> counts = span().split(begin, count);
     const auto mine = static_cast<int64_t>(counts[static_cast<size_t>(span().member)]);
-    if (!scratch_.defined()) scratch_ = torch::empty({kGradientBucketNumel}, grads.options());
+    const auto most = static_cast<int64_t>(*std::max_element(counts.begin(), counts.end()));
+    if (!scratch_.defined() || scratch_.numel() < most) {
+      scratch_ = torch::empty({most}, grads.options());
+    }
     intra_.reduce_scatter_sum(grads.data_ptr<float>() + begin, scratch_.data_ptr<float>(), counts,
                               DType::f32);
     if (mine == 0) return;
@@ -96,7 +99,8 @@ class OptimizerShard final : public InnerShard {
   Communicator& intra_;
   GradientSync& sync_;
   bool full_gradient_;
-  torch::Tensor scratch_;  // one bucket: a reduce-scatter's output may not alias its input
+  torch::Tensor scratch_;  // a bucket's largest part: a reduce-scatter's output may not alias
+                           // its input
 };
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include "autoloco/comm/packed_message.hpp"
 #include "autoloco/comm/wan_link.hpp"
 #include "autoloco/model/model_specs.hpp"
+#include "autoloco/optim/outer_optimizer.hpp"
 #include "autoloco/train/outer_sync.hpp"
 #include "autoloco/util/error.hpp"
 
@@ -15,8 +16,8 @@ namespace {
 
 constexpr int64_t kFloat = 4;
 
-// gradient_sync.cpp's bucket: gradients cross the intra-dc link 2^22 floats at a time, and a
-// reduce-scatter in backward keeps one such bucket whole until its shard is taken.
+// gradient_sync.cpp's and the sharded modes' bucket: gradients cross the intra-dc link 2^22
+// floats at a time.
 constexpr int64_t kGradientBucket = int64_t{1} << 22;
 
 // hierarchical_allreduce.cpp's max_piece_bytes (its default, without the test override): a
@@ -118,7 +119,6 @@ MemoryClasses plan_memory(const Config& c, const std::string& shard, int ranks_p
   }
   // ddp has no anchor: its one optimizer is the inner one. Member m's outer step needs only
   // shard m of the anchor and momentum (ALGORITHMS.md §5), so they shard with the optimizer.
-  // (The Nesterov step's scratch of at most 16 MiB is left out.)
   const int64_t Y = outer ? X : 0;
   m.outer_state = kFloat * Y * (outer_momentum(c.outer) ? 2 : 1);
   // One fp32 value per parameter and dc, and every member sends only its own shard: already
@@ -127,6 +127,13 @@ MemoryClasses plan_memory(const Config& c, const std::string& shard, int ranks_p
 
   int64_t host_buffers = 0;
   int64_t device_buffers = 0;
+  // The Nesterov step forms mu b a chunk at a time, in a scratch that each fragment's outer
+  // optimizer keeps beside its state (outer_optimizer.cpp).
+  if (outer_momentum(c.outer) && c.outer.nesterov) {
+    const int64_t scratch = kFloat * std::min(Y, NesterovOuter::kScratchChunk *
+                                                     std::max<int64_t>(1, c.outer.fragments));
+    (outer_on_device ? device_buffers : host_buffers) += scratch;
+  }
   if (outer) {
     // Δ staged in host memory for the inter-dc link, which MPI carries from the host.
     host_buffers += kFloat * Y;
@@ -140,11 +147,37 @@ MemoryClasses plan_memory(const Config& c, const std::string& shard, int ranks_p
     host_buffers += kFloat * P;
   }
   // The inter-dc all-reduce of a member's shard (S values) among the dcs receives one chunk of
-  // it, S / dcs values, into a buffer of its own (ring_allreduce.cpp's incoming_; the
-  // compressed formats' sum of the chunk is the same size).
-  if (dcs > 1) host_buffers += kFloat * ceil_div(S, dcs);
-  // Stage 2 reduce-scatters bucket by bucket in backward: one bucket waits whole at a time.
-  if (shard == "gradients") device_buffers += kFloat * std::min(P, kGradientBucket);
+  // it, S / dcs values (of a piece: below), into a buffer of its own (ring_allreduce.cpp's
+  // incoming_; the compressed formats' sum of the chunk is the same size). With fp32 and bf16 the
+  // chunk that carries the round's scalars travels packed, through a send and a receive buffer of a
+  // chunk in the wire's dtype (the bench's 4 ranks showed them: about 2 S / dcs over the plan
+  // without).
+  if (dcs > 1) {
+    // A shard over 1 GiB goes in pieces: the buffers hold a chunk of the largest.
+    const int64_t chunk = ceil_div(std::min(S, static_cast<int64_t>(kPieceValues)), dcs);
+    host_buffers += kFloat * chunk;
+    const WireCodec codec = wire_codec(c.outer);
+    if (codec.format == WireFormat::fp32 || codec.format == WireFormat::bf16) {
+      const DType wire = codec.format == WireFormat::bf16 ? DType::bf16 : DType::f32;
+      const PackedLayout packed{static_cast<size_t>(chunk), wire, 0};
+      host_buffers += 2 * static_cast<int64_t>(packed.bytes());
+    }
+  }
+  // A sharded dc reduce-scatters its gradient a bucket at a time (AdLoCo's whole gradient is
+  // all-reduced instead): the member's part lands in a scratch buffer of the bucket's largest
+  // part, and MPI's ring (mpi_communicator.cpp) keeps two such chunks in flight; NCCL needs none.
+  if (sharded && ranks_per_dc > 1 && c.batch.controller != "adloco") {
+    const int64_t chunk = ceil_div(std::min(P, kGradientBucket), ranks_per_dc);
+    device_buffers += kFloat * chunk;
+    if (!gpu) host_buffers += 2 * kFloat * chunk;
+  }
+  // Stage 2 copies gradients into buckets as backward produces them; a bucket's buffer is
+  // reused once it is sent, and two fill at once (measured with autoloco-bench --shard on
+  // GPT-2: backward finishes a parameter of the next bucket before the last of the current).
+  // (AdLoCo keeps the gradient whole, and so does a dc of one rank: no buckets.)
+  if (shard == "gradients" && ranks_per_dc > 1 && c.batch.controller != "adloco") {
+    device_buffers += 2 * kFloat * std::min(P, kGradientBucket);
+  }
   // AdLoCo's batch test keeps one micro-batch's whole gradient beside the accumulated one
   // (batch_step.cpp's sample_). It measures the noise of the whole gradient, so it stays 4 P
   // even when the gradient is sharded.

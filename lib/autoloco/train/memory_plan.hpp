@@ -49,8 +49,8 @@ const std::vector<std::string>& plan_shard_modes();
 // Bytes per rank of `config` (its model as loaded, a preset applied) with topology.shard =
 // `shard` and `ranks_per_dc` members per dc, on a GPU (`gpu`) or the CPU. The rules are in
 // memory_plan.cpp, each with why; docs/sharding.md gives them as formulas.
-// `dcs`: the dcs of the job, whose inter-dc all-reduce keeps a receive buffer when there are
-// several.
+// `dcs`: the dcs of the job, whose inter-dc all-reduce keeps its receive and packed buffers
+// when there are several.
 MemoryClasses plan_memory(const Config& config, const std::string& shard, int ranks_per_dc,
                           bool gpu, int dcs = 1);
 
