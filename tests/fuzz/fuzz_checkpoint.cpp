@@ -2,6 +2,8 @@
 // Feeds the input, written to a scratch file, to H5Reader: it lists the datasets, takes every
 // dataset's sum (what verify_checkpoint compares with the manifest), then reads each dataset by
 // its type, once unchecked and once against those sums (what a resume does with the manifest's).
+// Every dataset NAME_ranges is then taken as a piece of vector NAME (ckpt/flat_pieces.hpp) and
+// assembled into a vector of 2^16 values, as a resume of a sharded run reads its members' shards.
 // A CheckpointError is a correct refusal; a finding is anything else (another exception such as
 // std::bad_alloc, a crash, a sanitizer report, a hang or an allocation over the fuzzer's limit).
 // Crashes inside libhdf5 itself are findings too, though not ours to fix (docs in
@@ -11,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "autoloco/ckpt/flat_pieces.hpp"
 #include "autoloco/ckpt/h5_file.hpp"
 #include "fuzz_support.hpp"
 
@@ -44,6 +47,23 @@ void read_by_type(const autoloco::H5Reader& r, const std::string& name) {
   }
 }
 
+// The file as one member's pieces of every vector it holds pieces of.
+void read_pieces(const autoloco::H5Reader& r, const std::vector<std::string>& names) {
+  constexpr int64_t kNumel = int64_t{1} << 16;
+  const std::string tail = autoloco::piece_ranges_name("");
+  std::vector<float> whole(static_cast<size_t>(kNumel));
+  for (const std::string& name : names) {
+    if (name.size() <= tail.size() || name.compare(name.size() - tail.size(), tail.size(), tail)) {
+      continue;
+    }
+    autoloco::fuzz::expect_typed_errors([&] {
+      autoloco::FlatPieces pieces(name.substr(0, name.size() - tail.size()), kNumel);
+      pieces.add(r, {});
+      pieces.read_into(whole.data(), {autoloco::FlatRange{0, pieces.extent()}});
+    });
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -66,6 +86,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (const std::string& name : names) {
       fuzz::expect_typed_errors([&] { read_by_type(checked, name); });
     }
+    read_pieces(checked, names);
   });
   return 0;
 }

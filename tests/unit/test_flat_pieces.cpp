@@ -123,4 +123,17 @@ TEST_CASE("flat pieces: a missing piece and a damaged range list are refused", "
   const H5Reader bad(dir.file("bad.h5"));
   FlatPieces damaged("outer/anchor", kNumel);
   CHECK_THROWS_AS(damaged.add(bad, {}), CheckpointError);
+  {
+    // Ranges that name more values than the piece holds: refused before anything is read.
+    H5Writer w(dir.file("short.h5"));
+    const std::vector<float> values(2, 1.0f);
+    w.write("outer/anchor", values.data(), {2});
+    const std::vector<int64_t> pairs = {0, 3};
+    w.write("outer/anchor_ranges", pairs.data(), {1, 2});
+    w.close();
+  }
+  const H5Reader short_piece(dir.file("short.h5"));
+  FlatPieces truncated("outer/anchor", kNumel);
+  CHECK_THROWS_WITH(truncated.add(short_piece, {}),
+                    Catch::Contains("holds 2 values where its ranges name 3"));
 }

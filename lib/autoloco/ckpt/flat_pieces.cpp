@@ -76,6 +76,15 @@ void FlatPieces::add(const H5Reader& file, const std::vector<FlatRange>& implied
     return;
   }
   piece.count = total(piece.ranges);
+  // Checked before anything is allocated for it: the length the file holds (bounded by its size)
+  // is the ranges' total, so damaged ranges cannot ask for more than the file has.
+  const int64_t stored = file.numel(name_);
+  if (stored != piece.count) {
+    throw CheckpointError(fmt::format(
+        "'{}': {} holds {} values where its ranges name {}: the file is damaged; use another "
+        "checkpoint",
+        file.path(), name_, stored, piece.count));
+  }
   pieces_.push_back(std::move(piece));
 }
 

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <future>
 #include <iterator>
 #include <numeric>
@@ -171,26 +172,49 @@ H5Type H5Reader::type(const std::string& name) const {
   }
 }
 
-std::vector<std::string> H5Reader::datasets() const {
+namespace {
+
+// Deeper than any checkpoint nests its groups ("instance_1/adamw/exp_avg" is 3 levels).
+constexpr int kMaxGroupDepth = 32;
+
+struct Listing {
   std::vector<std::string> names;
+  bool too_deep = false;
+};
+
+}  // namespace
+
+std::vector<std::string> H5Reader::datasets() const {
+  Listing listing;
 #if H5_VERSION_GE(1, 12, 0)
   auto visit = [](hid_t, const char* name, const H5O_info2_t* info, void* out) -> herr_t {
 #else
   auto visit = [](hid_t, const char* name, const H5O_info_t* info, void* out) -> herr_t {
 #endif
-    if (info->type == H5O_TYPE_DATASET) {
-      static_cast<std::vector<std::string>*>(out)->emplace_back(name);
+    auto* l = static_cast<Listing*>(out);
+    // libhdf5 remembers the groups it has visited only when their link count says they have
+    // several links: a damaged group that links to itself would recurse without end.
+    if (std::count(name, name + std::strlen(name), '/') > kMaxGroupDepth) {
+      l->too_deep = true;
+      return 1;  // stops the visit
     }
+    if (info->type == H5O_TYPE_DATASET) l->names.emplace_back(name);
     return 0;
   };
 #if H5_VERSION_GE(1, 12, 0)
   const herr_t status =
-      H5Ovisit3(file_, H5_INDEX_NAME, H5_ITER_NATIVE, visit, &names, H5O_INFO_BASIC);
+      H5Ovisit3(file_, H5_INDEX_NAME, H5_ITER_NATIVE, visit, &listing, H5O_INFO_BASIC);
 #else
-  const herr_t status = H5Ovisit(file_, H5_INDEX_NAME, H5_ITER_NATIVE, visit, &names);
+  const herr_t status = H5Ovisit(file_, H5_INDEX_NAME, H5_ITER_NATIVE, visit, &listing);
 #endif
+  if (listing.too_deep) {
+    throw CheckpointError(
+        fmt::format("'{}' nests groups deeper than {} levels (a group that contains itself): the "
+                    "file is damaged; use another checkpoint",
+                    path_, kMaxGroupDepth));
+  }
   if (status < 0) throw CheckpointError(fmt::format("cannot list the datasets of '{}'", path_));
-  return names;
+  return listing.names;
 }
 
 void H5Reader::check_bytes(const std::string& name, size_t bytes, bool listed) const {
