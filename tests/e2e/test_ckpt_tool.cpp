@@ -27,45 +27,48 @@ using autoloco::test::read_text;
 
 namespace {
 
+// Runs configs/diloco.yaml under mpiexec -n 2 on the tiny corpus in dir/data with `sets` (" --set
+// KEY=VALUE ..."), into the run directory dir/runs/<name>, which it returns; its output goes to
+// `log`.
+std::string launch_train(const std::string& dir, const std::string& name, const std::string& sets,
+                         const std::string& log) {
+  const std::string config = std::string(AUTOLOCO_SOURCE_DIR) + "/configs/diloco.yaml";
+  const std::string command =
+      std::string(AUTOLOCO_MPIEXEC) + " -n 2 --oversubscribe --allow-run-as-root --bind-to none " +
+      AUTOLOCO_TRAIN_EXE + " " + config + sets + " --set data.train=" + dir +
+      "/data/train_*.bin --set data.val=" + dir + "/data/val_*.bin --set run.out_dir=" + dir +
+      "/runs --set run.name=" + name + " > " + log + " 2>&1";
+  INFO(command << "\n" << read_text(log));
+  REQUIRE(std::system(command.c_str()) == 0);
+  return dir + "/runs/" + name;
+}
+
 // Trains 12 steps on 2 dcs of 1 rank with H = 2 and a checkpoint every 4 steps: step_4, step_8
 // and step_12 under the returned run directory.
 std::string train_run(const std::string& dir) {
   autoloco::test::write_tiny_corpus(dir + "/data");
-  const std::string config = std::string(AUTOLOCO_SOURCE_DIR) + "/configs/diloco.yaml";
-  const std::string command =
-      std::string(AUTOLOCO_MPIEXEC) + " -n 2 --oversubscribe --allow-run-as-root --bind-to none " +
-      AUTOLOCO_TRAIN_EXE + " " + config +
-      " --set model.n_layer=2 --set model.d_model=32 --set model.n_head=2"
-      " --set model.seq_len=32 --set run.steps=12 --set run.eval_every=0 --set run.log_every=4"
-      " --set inner.warmup_steps=2 --set inner.lr=0.01 --set data.batch_size=4"
-      " --set interval.H=2 --set ckpt.every_steps=4 --set ckpt.keep_last=5 --set data.train=" +
-      dir + "/data/train_*.bin --set data.val=" + dir + "/data/val_*.bin --set run.out_dir=" + dir +
-      "/runs --set run.name=ck > " + dir + "/train.log 2>&1";
-  INFO(command << "\n" << read_text(dir + "/train.log"));
-  REQUIRE(std::system(command.c_str()) == 0);
-  return dir + "/runs/ck";
+  return launch_train(dir, "ck",
+                      " --set model.n_layer=2 --set model.d_model=32 --set model.n_head=2"
+                      " --set model.seq_len=32 --set run.steps=12 --set run.eval_every=0"
+                      " --set run.log_every=4 --set inner.warmup_steps=2 --set inner.lr=0.01"
+                      " --set data.batch_size=4 --set interval.H=2 --set ckpt.every_steps=4"
+                      " --set ckpt.keep_last=5",
+                      dir + "/train.log");
 }
 
 // Trains 4 steps on 1 dc of 2 ranks with topology.shard `shard`, H = 2, no clipping (so that
 // every shard mode trains bitwise alike: docs/sharding.md, Equal results) and a checkpoint every
 // 3 steps: step_3, in the middle of the second round, under the returned run directory.
 std::string train_sharded_run(const std::string& dir, const std::string& shard) {
-  const std::string config = std::string(AUTOLOCO_SOURCE_DIR) + "/configs/diloco.yaml";
-  const std::string log = dir + "/train-" + shard + ".log";
-  const std::string command =
-      std::string(AUTOLOCO_MPIEXEC) + " -n 2 --oversubscribe --allow-run-as-root --bind-to none " +
-      AUTOLOCO_TRAIN_EXE + " " + config +
-      " --set model.n_layer=1 --set model.d_model=16 --set model.n_head=2"
-      " --set model.seq_len=16 --set run.steps=4 --set run.eval_every=0 --set run.log_every=2"
-      " --set inner.warmup_steps=1 --set inner.lr=0.01 --set inner.grad_clip=0"
-      " --set data.batch_size=2 --set interval.H=2 --set ckpt.every_steps=3"
-      " --set topology.ranks_per_dc=2 --set topology.shard=" +
-      shard + " --set data.train=" + dir + "/data/train_*.bin --set data.val=" + dir +
-      "/data/val_*.bin --set run.out_dir=" + dir + "/runs --set run.name=" + shard + " > " + log +
-      " 2>&1";
-  INFO(command << "\n" << read_text(log));
-  REQUIRE(std::system(command.c_str()) == 0);
-  return dir + "/runs/" + shard;
+  return launch_train(dir, shard,
+                      " --set model.n_layer=1 --set model.d_model=16 --set model.n_head=2"
+                      " --set model.seq_len=16 --set run.steps=4 --set run.eval_every=0"
+                      " --set run.log_every=2 --set inner.warmup_steps=1 --set inner.lr=0.01"
+                      " --set inner.grad_clip=0 --set data.batch_size=2 --set interval.H=2"
+                      " --set ckpt.every_steps=3 --set topology.ranks_per_dc=2"
+                      " --set topology.shard=" +
+                          shard,
+                      dir + "/train-" + shard + ".log");
 }
 
 struct ToolResult {

@@ -97,7 +97,7 @@ int64_t FlatPieces::extent() const {
   return end;
 }
 
-void FlatPieces::read_into(float* whole, const std::vector<FlatRange>& want) const {
+void FlatPieces::read_into(float* out, const std::vector<FlatRange>& want, int64_t origin) const {
   // What the pieces put in place, to find an element none holds.
   std::vector<FlatRange> covered;
   std::vector<float> values;
@@ -117,7 +117,7 @@ void FlatPieces::read_into(float* whole, const std::vector<FlatRange>& want) con
         const int64_t hi = std::min(r.end(), w.end());
         if (lo >= hi) continue;
         std::copy(values.begin() + (at + lo - r.offset), values.begin() + (at + hi - r.offset),
-                  whole + lo);
+                  out + (lo - origin));
         covered.push_back(FlatRange{lo, hi - lo});
       }
       at += r.numel;

@@ -42,10 +42,11 @@ class FlatPieces {
   // Where the last element any piece holds ends.
   int64_t extent() const;
 
-  // Writes the elements of every range of `want` into `whole` (numel() floats, the vector laid
-  // out whole; the rest is left as it is), reading only the pieces that overlap them. Throws
-  // CheckpointError naming the vector and the first element no piece holds.
-  void read_into(float* whole, const std::vector<FlatRange>& want) const;
+  // Writes the elements of every range of `want` into `out`, element i at out[i - origin] (the
+  // vector laid out whole from element `origin` on; the rest is left as it is), reading only the
+  // pieces that overlap them. Throws CheckpointError naming the vector and the first element no
+  // piece holds.
+  void read_into(float* out, const std::vector<FlatRange>& want, int64_t origin = 0) const;
 
  private:
   struct Piece {

@@ -100,6 +100,12 @@ torch::Tensor read_vector(const OuterFiles& files, const std::string& name, int6
 
 }  // namespace
 
+torch::Tensor read_span(const FlatPieces& pieces, const ShardSpan& span) {
+  torch::Tensor values = torch::zeros({span.count()}, torch::kFloat);
+  pieces.read_into(values.data_ptr<float>(), {FlatRange{span.begin(), span.count()}}, span.begin());
+  return values;
+}
+
 void write_outer_whole(H5Writer& g, FragmentedOuter& outer) {
   write_tensor(g, "outer/anchor", outer.anchor());
   for (const auto& [name, tensor] : outer.optimizer_state()) {
@@ -199,11 +205,9 @@ bool load_residuals(const std::vector<const H5Reader*>& files, const H5Reader& o
       pieces.add(*file, {});
     // A checkpoint written without error feedback has none: it starts from zero.
     if (!pieces.found()) continue;
-    torch::Tensor whole = torch::zeros({span.numel}, torch::kFloat);
-    pieces.read_into(whole.data_ptr<float>(), {FlatRange{span.begin(), span.count()}});
     torch::Tensor& residual = outer.at(static_cast<int64_t>(p)).residual();
     residual.zero_();
-    residual.narrow(0, 0, span.count()).copy_(whole.narrow(0, span.begin(), span.count()));
+    residual.narrow(0, 0, span.count()).copy_(read_span(pieces, span));
   }
   return true;
 }

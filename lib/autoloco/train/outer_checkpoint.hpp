@@ -12,11 +12,16 @@
 #include <string>
 #include <vector>
 
+#include "autoloco/ckpt/flat_pieces.hpp"
 #include "autoloco/ckpt/h5_file.hpp"
 #include "autoloco/comm/communicator.hpp"
 #include "autoloco/train/fragmented_outer.hpp"
 
 namespace autoloco {
+
+// Elements [span.begin(), + span.count()) of the vector `pieces` reads, as a host tensor of
+// span.count() values (nothing of the vector's size is allocated).
+torch::Tensor read_span(const FlatPieces& pieces, const ShardSpan& span);
 
 // Global file, unsharded: the anchor and the optimizer's state whole.
 void write_outer_whole(H5Writer& g, FragmentedOuter& outer);

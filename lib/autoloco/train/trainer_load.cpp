@@ -41,9 +41,7 @@ torch::Tensor read_shard(const H5Reader& whole_file,
   pieces.add_whole(whole_file);
   for (const H5Reader* file : piece_files)
     pieces.add(*file, {});
-  torch::Tensor whole = torch::zeros({span.numel}, torch::kFloat);
-  pieces.read_into(whole.data_ptr<float>(), {FlatRange{span.begin(), span.count()}});
-  return whole.narrow(0, span.begin(), span.count()).clone();
+  return read_span(pieces, span);
 }
 
 NoiseSums noise_sums(const std::vector<double>& values, const std::string& file) {
