@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,7 @@ struct CollectiveBytes {
   int64_t allreduce = 0;
   int64_t reduce_scatter = 0;
   int64_t allgather = 0;
+  int64_t alltoall = 0;
 };
 
 class Communicator {
@@ -44,6 +46,26 @@ class Communicator {
   // every rank's `data`. The parts must not overlap.
   virtual void allgather_in_place(void* data, const std::vector<size_t>& counts,
                                   const std::vector<size_t>& offsets, DType type) = 0;
+  // Rank r sends send_counts[q] elements to each rank q, taken from `send` back to back in rank
+  // order, and receives recv_counts[q] elements from each rank q into `recv`, back to back in
+  // rank order (its own part included: send_counts[r] == recv_counts[r]). Each count must fit an
+  // int.
+  virtual void alltoallv(const void* send, const std::vector<size_t>& send_counts, void* recv,
+                         const std::vector<size_t>& recv_counts, DType type) = 0;
+  // A collective that was started and is not yet known to be complete.
+  class Pending {
+   public:
+    virtual ~Pending() = default;
+    // Blocks until it is (on a GPU: until it is enqueued, which the NCCL calls already are).
+    virtual void wait() = 0;
+  };
+  // allgather_in_place, started: `data` must stay untouched until wait() returns. MPI starts a
+  // non-blocking all-gather, so that the caller computes meanwhile (topology.shard full's
+  // prefetch); the default runs it at once.
+  virtual std::unique_ptr<Pending> start_allgather_in_place(void* data,
+                                                            const std::vector<size_t>& counts,
+                                                            const std::vector<size_t>& offsets,
+                                                            DType type);
   virtual void barrier() = 0;
 
   const CollectiveBytes& counted() const { return counted_; }

@@ -261,37 +261,133 @@ void MpiCommunicator::reduce_scatter_sum(const void* send, void* recv,
   }
 }
 
+// MPI's displacements are ints: measured from the first part, they fit unless the parts lie
+// more than 2^31 elements apart (a shard of a very large buffer).
+struct MpiCommunicator::Gatherv {
+  std::vector<int> counts;
+  std::vector<int> displs;
+  char* at = nullptr;
+  bool fits = true;
+};
+
+MpiCommunicator::Gatherv MpiCommunicator::gatherv(void* data, const std::vector<size_t>& counts,
+                                                  const std::vector<size_t>& offsets,
+                                                  DType type) const {
+  Gatherv g;
+  const size_t base = *std::min_element(offsets.begin(), offsets.end());
+  for (size_t r = 0; r < counts.size(); ++r) {
+    g.counts.push_back(checked_count(counts[r]));
+    g.fits = g.fits && offsets[r] - base <= static_cast<size_t>(std::numeric_limits<int>::max());
+    g.displs.push_back(g.fits ? static_cast<int>(offsets[r] - base) : 0);
+  }
+  g.at = static_cast<char*>(data) + base * dtype_size(type);
+  return g;
+}
+
+void MpiCommunicator::broadcast_parts(void* data, const std::vector<size_t>& counts,
+                                      const std::vector<size_t>& offsets, DType type) {
+  auto* bytes = static_cast<char*>(data);
+  for (size_t r = 0; r < counts.size(); ++r)
+    broadcast(bytes + offsets[r] * dtype_size(type), counts[r], type, static_cast<int>(r));
+}
+
 void MpiCommunicator::allgather_in_place(void* data, const std::vector<size_t>& counts,
                                          const std::vector<size_t>& offsets, DType type) {
   if (size_ == 1) return;
   counted_.allgather += bytes_of(counts, type);
-  // MPI's displacements are ints: measured from the first part, they fit unless the parts lie
-  // more than 2^31 elements apart (a shard of a very large buffer); then one broadcast each.
-  const size_t base = *std::min_element(offsets.begin(), offsets.end());
-  std::vector<int> n;
-  std::vector<int> displs;
-  bool fits = true;
-  for (size_t r = 0; r < counts.size(); ++r) {
-    n.push_back(checked_count(counts[r]));
-    fits = fits && offsets[r] - base <= static_cast<size_t>(std::numeric_limits<int>::max());
-    displs.push_back(fits ? static_cast<int>(offsets[r] - base) : 0);
-  }
-  auto* bytes = static_cast<char*>(data);
-  const size_t elem = dtype_size(type);
-  if (!fits) {
-    for (size_t r = 0; r < counts.size(); ++r)
-      broadcast(bytes + offsets[r] * elem, counts[r], type, static_cast<int>(r));
+  Gatherv g = gatherv(data, counts, offsets, type);
+  if (!g.fits) {
+    broadcast_parts(data, counts, offsets, type);
     return;
   }
-  void* at = bytes + base * elem;
   collective(
       [&] {
-        AUTOLOCO_MPI(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, at, n.data(), displs.data(),
-                                    mpi_type(type), comm_));
+        AUTOLOCO_MPI(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, g.at, g.counts.data(),
+                                    g.displs.data(), mpi_type(type), comm_));
       },
       [&](MPI_Request* r) {
-        AUTOLOCO_MPI(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, at, n.data(),
-                                     displs.data(), mpi_type(type), comm_, r));
+        AUTOLOCO_MPI(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, g.at, g.counts.data(),
+                                     g.displs.data(), mpi_type(type), comm_, r));
+      });
+}
+
+namespace {
+
+// An MPI_Iallgatherv in flight: its count and displacement arrays must outlive it.
+class PendingGatherv final : public Communicator::Pending {
+ public:
+  PendingGatherv(std::vector<int> counts, std::vector<int> displs, WaitPolicy policy,
+                 std::string members)
+      : counts_(std::move(counts)),
+        displs_(std::move(displs)),
+        policy_(std::move(policy)),
+        members_(std::move(members)) {}
+  ~PendingGatherv() override {
+    // Abandoned while an error unwinds: the job ends, and MPI_Abort reclaims the request.
+    if (request_ != MPI_REQUEST_NULL) MPI_Request_free(&request_);
+  }
+
+  void wait() override {
+    if (request_ == MPI_REQUEST_NULL) return;
+    const Watch watch("an MPI all-gather started earlier (topology.shard full's prefetch)");
+    set_watch_detail(members_);
+    wait_all(&request_, 1, policy_, RequestKind::collective);
+  }
+
+  int* counts() { return counts_.data(); }
+  int* displs() { return displs_.data(); }
+  MPI_Request* request() { return &request_; }
+
+ private:
+  std::vector<int> counts_;
+  std::vector<int> displs_;
+  WaitPolicy policy_;
+  std::string members_;
+  MPI_Request request_ = MPI_REQUEST_NULL;
+};
+
+}  // namespace
+
+std::unique_ptr<Communicator::Pending> MpiCommunicator::start_allgather_in_place(
+    void* data, const std::vector<size_t>& counts, const std::vector<size_t>& offsets, DType type) {
+  Gatherv g = gatherv(data, counts, offsets, type);
+  // At once: alone, or in broadcasts.
+  if (size_ == 1 || !g.fits) {
+    return Communicator::start_allgather_in_place(data, counts, offsets, type);
+  }
+  counted_.allgather += bytes_of(counts, type);
+  auto pending =
+      std::make_unique<PendingGatherv>(std::move(g.counts), std::move(g.displs), policy_, members_);
+  AUTOLOCO_MPI(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, g.at, pending->counts(),
+                               pending->displs(), mpi_type(type), comm_, pending->request()));
+  return pending;
+}
+
+void MpiCommunicator::alltoallv(const void* send, const std::vector<size_t>& send_counts,
+                                void* recv, const std::vector<size_t>& recv_counts, DType type) {
+  counted_.alltoall += bytes_of(send_counts, type);
+  std::vector<int> sn;
+  std::vector<int> sd;
+  std::vector<int> rn;
+  std::vector<int> rd;
+  size_t s_at = 0;
+  size_t r_at = 0;
+  for (size_t q = 0; q < send_counts.size(); ++q) {
+    sn.push_back(checked_count(send_counts[q]));
+    sd.push_back(checked_count(s_at));
+    rn.push_back(checked_count(recv_counts[q]));
+    rd.push_back(checked_count(r_at));
+    s_at += send_counts[q];
+    r_at += recv_counts[q];
+  }
+  collective(
+      [&] {
+        AUTOLOCO_MPI(MPI_Alltoallv(send, sn.data(), sd.data(), mpi_type(type), recv, rn.data(),
+                                   rd.data(), mpi_type(type), comm_));
+      },
+      [&](MPI_Request* r) {
+        AUTOLOCO_MPI(MPI_Ialltoallv(send, sn.data(), sd.data(), mpi_type(type), recv, rn.data(),
+                                    rd.data(), mpi_type(type), comm_, r));
       });
 }
 

@@ -37,10 +37,21 @@ class MpiCommunicator final : public Communicator {
                           DType type) override;
   void allgather_in_place(void* data, const std::vector<size_t>& counts,
                           const std::vector<size_t>& offsets, DType type) override;
+  std::unique_ptr<Pending> start_allgather_in_place(void* data, const std::vector<size_t>& counts,
+                                                    const std::vector<size_t>& offsets,
+                                                    DType type) override;
+  void alltoallv(const void* send, const std::vector<size_t>& send_counts, void* recv,
+                 const std::vector<size_t>& recv_counts, DType type) override;
   void barrier() override;
 
  private:
   void init_rank_size();
+  struct Gatherv;
+  Gatherv gatherv(void* data, const std::vector<size_t>& counts, const std::vector<size_t>& offsets,
+                  DType type) const;
+  // One broadcast per part: where the parts lie too far apart for MPI's int displacements.
+  void broadcast_parts(void* data, const std::vector<size_t>& counts,
+                       const std::vector<size_t>& offsets, DType type);
   // The blocking call, or (patient) its non-blocking twin and a patient wait.
   template <class Blocking, class NonBlocking>
   void collective(Blocking blocking, NonBlocking non_blocking);

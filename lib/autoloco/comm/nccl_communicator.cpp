@@ -140,6 +140,28 @@ void NcclCommunicator::allgather_in_place(void* data, const std::vector<size_t>&
   AUTOLOCO_NCCL(ncclGroupEnd());
 }
 
+void NcclCommunicator::alltoallv(const void* send, const std::vector<size_t>& send_counts,
+                                 void* recv, const std::vector<size_t>& recv_counts, DType type) {
+  counted_.alltoall += bytes_of(send_counts, type);
+  const auto* from = static_cast<const char*>(send);
+  auto* to = static_cast<char*>(recv);
+  const size_t elem = dtype_size(type);
+  AUTOLOCO_NCCL(ncclGroupStart());
+  for (size_t q = 0; q < send_counts.size(); ++q) {
+    if (send_counts[q] > 0) {
+      AUTOLOCO_NCCL(ncclSend(from, send_counts[q], nccl_type(type), static_cast<int>(q),
+                             state_->comm, state_->stream()));
+    }
+    if (recv_counts[q] > 0) {
+      AUTOLOCO_NCCL(ncclRecv(to, recv_counts[q], nccl_type(type), static_cast<int>(q), state_->comm,
+                             state_->stream()));
+    }
+    from += send_counts[q] * elem;
+    to += recv_counts[q] * elem;
+  }
+  AUTOLOCO_NCCL(ncclGroupEnd());
+}
+
 void NcclCommunicator::barrier() {
   // NCCL has no barrier: an all-reduce of one element orders every rank the same way.
   const cudaStream_t stream = state_->stream();

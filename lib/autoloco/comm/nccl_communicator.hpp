@@ -35,6 +35,8 @@ class NcclCommunicator final : public Communicator {
                           DType type) override;
   void allgather_in_place(void* data, const std::vector<size_t>& counts,
                           const std::vector<size_t>& offsets, DType type) override;
+  void alltoallv(const void* send, const std::vector<size_t>& send_counts, void* recv,
+                 const std::vector<size_t>& recv_counts, DType type) override;
   void barrier() override;
 
  private:

@@ -56,7 +56,9 @@ struct TopologyConfig {
     v("shard", s.shard,
       "how a dc's state is split over its members (ZeRO, docs/sharding.md): none (every member "
       "keeps everything), optimizer (AdamW moments and the outer state sharded: stage 1), "
-      "gradients (the gradient too, reduce-scattered bucket by bucket in backward: stage 2)");
+      "gradients (the gradient too, reduce-scattered bucket by bucket in backward: stage 2), "
+      "full (the parameters too: each unit's all-gathered before its forward and its backward "
+      "and freed after, its gradient reduce-scattered in backward: stage 3, FSDP)");
   }
 };
 
@@ -75,6 +77,7 @@ struct ModelConfig {
   int64_t multiple_of = 256;
   double ffn_dim_multiplier = 0.0;
   bool tie_embeddings = true;
+  std::string recompute = "none";
   std::string init_from;
 
   template <class Self, class V>
@@ -106,6 +109,10 @@ struct ModelConfig {
     v("tie_embeddings", s.tie_embeddings,
       "the LM head is the token embedding; default true for gpt2, false for llama (and the "
       "preset's choice)");
+    v("recompute", s.recompute,
+      "activation recomputation: none (backward reads every activation its forward kept), or "
+      "blocks (each transformer block keeps only its input and runs its forward again in "
+      "backward: a block's activations instead of all of them, for about one more forward)");
     v("init_from", s.init_from,
       "a Hugging Face model directory (config.json + safetensors) whose weights start the run; "
       "its architecture and sizes must equal the model keys; empty: random initialisation");

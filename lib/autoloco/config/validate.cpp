@@ -81,6 +81,7 @@ void validate_llama(const ModelConfig& m) {
 
 void validate_model(const ModelConfig& m) {
   require_one_of(m.arch, {"gpt2", "llama"}, "model.arch");
+  require_one_of(m.recompute, {"none", "blocks"}, "model.recompute");
   require_positive(m.n_layer, "model.n_layer");
   require_positive(m.n_head, "model.n_head");
   require_positive(m.d_model, "model.d_model");
@@ -312,7 +313,7 @@ void validate_ckpt(const CkptConfig& k) {
 // topology.shard splits a dc's inner and outer state; ddp has no outer state and sends the
 // whole gradient across dcs at every step, so it keeps the unsharded path.
 void validate_shard(const Config& c) {
-  require_one_of(c.topology.shard, {"none", "optimizer", "gradients"}, "topology.shard");
+  require_one_of(c.topology.shard, {"none", "optimizer", "gradients", "full"}, "topology.shard");
   require(c.topology.shard == "none" || c.outer.method != "ddp", "topology.shard",
           "topology.shard " + c.topology.shard +
               " shards the outer state of a low-communication method; outer.method ddp "

@@ -27,6 +27,28 @@ void DecoderImpl::check_length(const torch::Tensor& idx) const {
   }
 }
 
+torch::Tensor DecoderImpl::forward(const torch::Tensor& idx) {
+  check_length(idx);
+  torch::Tensor x = idx;
+  for (int64_t unit = 0; unit < units(); ++unit)
+    x = runner_ ? runner_->run(*this, unit, x) : run_unit(unit, x);
+  return x;
+}
+
+torch::Tensor DecoderImpl::run_unit(int64_t unit, const torch::Tensor& x) {
+  if (unit == 0) return embed(x);
+  if (unit == head_unit()) return head(x);
+  return block(unit - 1, x);
+}
+
+int64_t DecoderImpl::unit_of(const std::string& name) const {
+  const std::string prefix = "blocks.";
+  if (name.rfind(prefix, 0) == 0) {
+    return 1 + std::stoll(name.substr(prefix.size()));  // stops at the next '.'
+  }
+  return is_head_parameter(name) ? head_unit() : 0;
+}
+
 Decoder make_decoder(const ModelConfig& config) {
   // Typed as the base: ModuleHolder's forwarding constructor would take a derived pointer for an
   // argument to construct the (abstract) DecoderImpl from.

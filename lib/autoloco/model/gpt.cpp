@@ -93,15 +93,23 @@ void GPTImpl::init_weights() {
   }
 }
 
-torch::Tensor GPTImpl::forward(const torch::Tensor& idx) {
-  check_length(idx);
+torch::Tensor GPTImpl::embed(const torch::Tensor& idx) {
   const auto pos = torch::arange(idx.size(1), idx.options().dtype(torch::kLong));
-  auto x = wte->forward(idx) + wpe->forward(pos);
-  for (const auto& m : *blocks)
-    x = m->as<BlockImpl>()->forward(x);
-  x = ln_f->forward(x);
+  return wte->forward(idx) + wpe->forward(pos);
+}
+
+torch::Tensor GPTImpl::block(int64_t i, const torch::Tensor& x) {
+  return blocks[static_cast<size_t>(i)]->as<BlockImpl>()->forward(x);
+}
+
+torch::Tensor GPTImpl::head(const torch::Tensor& x) {
+  const torch::Tensor h = ln_f->forward(x);
   // Tied head: the token embedding doubles as the output projection.
-  return lm_head ? lm_head->forward(x) : torch::matmul(x, wte->weight.t());
+  return lm_head ? lm_head->forward(h) : torch::matmul(h, wte->weight.t());
+}
+
+bool GPTImpl::is_head_parameter(const std::string& name) const {
+  return name.rfind("ln_f.", 0) == 0 || name.rfind("lm_head.", 0) == 0;
 }
 
 }  // namespace autoloco

@@ -65,13 +65,17 @@ class GPTImpl : public DecoderImpl {
   // Throws ConfigError when n_head does not divide d_model or a size is not positive.
   explicit GPTImpl(const ModelConfig& config);
 
-  torch::Tensor forward(const torch::Tensor& idx) override;
-
   torch::nn::Embedding wte{nullptr};
   torch::nn::Embedding wpe{nullptr};
   torch::nn::ModuleList blocks{nullptr};
   torch::nn::LayerNorm ln_f{nullptr};
   torch::nn::Linear lm_head{nullptr};  // untied heads only
+
+ protected:
+  torch::Tensor embed(const torch::Tensor& idx) override;
+  torch::Tensor block(int64_t i, const torch::Tensor& x) override;
+  torch::Tensor head(const torch::Tensor& x) override;
+  bool is_head_parameter(const std::string& name) const override;
 
  private:
   void init_weights();

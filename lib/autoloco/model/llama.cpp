@@ -140,15 +140,30 @@ void LlamaImpl::init_weights() {
   if (lm_head) lm_head->weight.normal_(0.0, kInitStd);
 }
 
-torch::Tensor LlamaImpl::forward(const torch::Tensor& idx) {
-  check_length(idx);
-  const ModelConfig& c = config();
-  const Rotary rope = rotary_tables(idx.size(1), c.d_model / c.n_head, c.rope_theta, idx.device());
-  auto x = embed_tokens->forward(idx);
-  for (const auto& m : *blocks)
-    x = m->as<LlamaBlockImpl>()->forward(x, rope);
-  x = norm->forward(x);
-  return lm_head ? lm_head->forward(x) : torch::matmul(x, embed_tokens->weight.t());
+torch::Tensor LlamaImpl::embed(const torch::Tensor& idx) {
+  return embed_tokens->forward(idx);
+}
+
+const Rotary& LlamaImpl::rope_for(const torch::Tensor& x) {
+  const int64_t t = x.size(1);
+  if (!rope_.cos.defined() || rope_.cos.size(0) != t || rope_.cos.device() != x.device()) {
+    const ModelConfig& c = config();
+    rope_ = rotary_tables(t, c.d_model / c.n_head, c.rope_theta, x.device());
+  }
+  return rope_;
+}
+
+torch::Tensor LlamaImpl::block(int64_t i, const torch::Tensor& x) {
+  return blocks[static_cast<size_t>(i)]->as<LlamaBlockImpl>()->forward(x, rope_for(x));
+}
+
+torch::Tensor LlamaImpl::head(const torch::Tensor& x) {
+  const torch::Tensor h = norm->forward(x);
+  return lm_head ? lm_head->forward(h) : torch::matmul(h, embed_tokens->weight.t());
+}
+
+bool LlamaImpl::is_head_parameter(const std::string& name) const {
+  return name.rfind("norm.", 0) == 0 || name.rfind("lm_head.", 0) == 0;
 }
 
 }  // namespace autoloco

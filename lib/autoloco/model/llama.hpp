@@ -90,15 +90,23 @@ class LlamaImpl : public DecoderImpl {
   // Throws ConfigError on sizes Llama cannot have (see validate.cpp for the config's checks).
   explicit LlamaImpl(const ModelConfig& config);
 
-  torch::Tensor forward(const torch::Tensor& idx) override;
-
   torch::nn::Embedding embed_tokens{nullptr};
   torch::nn::ModuleList blocks{nullptr};
   RMSNorm norm{nullptr};
   torch::nn::Linear lm_head{nullptr};  // untied heads only
 
+ protected:
+  torch::Tensor embed(const torch::Tensor& idx) override;
+  torch::Tensor block(int64_t i, const torch::Tensor& x) override;
+  torch::Tensor head(const torch::Tensor& x) override;
+  bool is_head_parameter(const std::string& name) const override;
+
  private:
   void init_weights();
+  // The rotary tables for x's length on x's device, kept while they fit the next block.
+  const Rotary& rope_for(const torch::Tensor& x);
+
+  Rotary rope_;
 };
 TORCH_MODULE(Llama);
 

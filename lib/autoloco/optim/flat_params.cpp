@@ -43,6 +43,18 @@ void check_uniform(const std::vector<Named>& params) {
   }
 }
 
+// Each parameter's slice, in the order collect() gives; returns the layout's length.
+int64_t lay_out(const std::vector<Named>& named, std::vector<ParamSlice>& slices,
+                int64_t& decay_numel) {
+  int64_t total = 0;
+  for (const auto& n : named) {
+    slices.push_back({n.name, total, n.param.numel(), n.param.sizes().vec(), n.decayed});
+    if (n.decayed) decay_numel = total + n.param.numel();
+    total += n.param.numel();
+  }
+  return total;
+}
+
 }  // namespace
 
 bool is_decayed(const std::string& /*name*/, const torch::Tensor& param) {
@@ -56,15 +68,10 @@ DecayRule FlatParams::default_decay_rule() {
 FlatParams::FlatParams(torch::nn::Module& module, const DecayRule& decayed, bool flat_grads) {
   const auto named = collect(module, decayed);
   check_uniform(named);
-  int64_t total = 0;
-  for (const auto& n : named) {
-    slices_.push_back({n.name, total, n.param.numel(), n.param.sizes().vec(), n.decayed});
-    if (n.decayed) decay_numel_ = total + n.param.numel();
-    total += n.param.numel();
-  }
+  numel_ = lay_out(named, slices_, decay_numel_);
   const auto options = named.front().param.options().requires_grad(false);
-  values_ = torch::empty({total}, options);
-  if (flat_grads) grads_ = torch::zeros({total}, options);
+  values_ = torch::empty({numel_}, options);
+  if (flat_grads) grads_ = torch::zeros({numel_}, options);
 
   torch::NoGradGuard no_grad;
   for (size_t i = 0; i < named.size(); ++i) {
@@ -83,6 +90,36 @@ FlatParams::FlatParams(torch::nn::Module& module, const DecayRule& decayed, bool
   }
 }
 
+FlatParams::FlatParams(torch::nn::Module& module, int64_t keep_begin, int64_t keep_count,
+                       const DecayRule& decayed) {
+  const auto named = collect(module, decayed);
+  check_uniform(named);
+  numel_ = lay_out(named, slices_, decay_numel_);
+  if (keep_begin < 0 || keep_count < 0 || keep_begin + keep_count > numel_) {
+    throw Error("FlatParams: the kept elements lie outside the layout");
+  }
+  origin_ = keep_begin;
+  values_ = torch::empty({keep_count}, named.front().param.options().requires_grad(false));
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < named.size(); ++i) {
+    const auto& s = slices_[i];
+    const int64_t lo = std::max(s.offset, keep_begin);
+    const int64_t hi = std::min(s.offset + s.numel, keep_begin + keep_count);
+    if (lo < hi) {
+      values_.narrow(0, lo - keep_begin, hi - lo)
+          .copy_(named[i].param.detach().reshape({-1}).narrow(0, lo - s.offset, hi - lo));
+    }
+    named[i].param.mutable_grad().reset();
+    params_.push_back(named[i].param);
+  }
+}
+
+void FlatParams::move_values(torch::Device device) {
+  if (values_.device() == device) return;
+  if (keeps_all()) throw Error("FlatParams::move_values: move the module before building it");
+  values_ = values_.to(device);
+}
+
 void FlatParams::zero_grad() {
   if (grads_.defined()) {
     grads_.zero_();
@@ -94,7 +131,7 @@ void FlatParams::zero_grad() {
 
 FlatView FlatParams::shard_view(int64_t begin, int64_t count, const torch::Tensor& grads) {
   const int64_t decayed = std::clamp<int64_t>(decay_numel_ - begin, 0, count);
-  return {values_.narrow(0, begin, count), grads, decayed};
+  return {values_.narrow(0, begin - origin_, count), grads, decayed};
 }
 
 bool FlatParams::grads_attached() const {

@@ -56,24 +56,37 @@ class FlatParams {
   // grads() is undefined.
   explicit FlatParams(torch::nn::Module& module, const DecayRule& decayed = default_decay_rule(),
                       bool flat_grads = true);
+  // topology.shard full: the same layout, of which only elements [keep_begin, keep_begin +
+  // keep_count) are kept (values() holds them, no flat gradient); the module's parameters are
+  // left as they are, for the sharding to re-point (gathered_units.hpp).
+  FlatParams(torch::nn::Module& module, int64_t keep_begin, int64_t keep_count,
+             const DecayRule& decayed = default_decay_rule());
   FlatParams(const FlatParams&) = delete;
   FlatParams& operator=(const FlatParams&) = delete;
   FlatParams(FlatParams&&) = delete;
   FlatParams& operator=(FlatParams&&) = delete;
   ~FlatParams() = default;
 
+  // The kept values: all of them, or under topology.shard full elements [origin(), origin() +
+  // values().numel()) of the layout.
   torch::Tensor& values() { return values_; }
   torch::Tensor& grads() { return grads_; }
-  int64_t numel() const { return values_.numel(); }
+  // Of the whole layout, kept or not.
+  int64_t numel() const { return numel_; }
+  int64_t origin() const { return origin_; }
+  bool keeps_all() const { return values_.numel() == numel_; }
   int64_t decay_numel() const { return decay_numel_; }
   bool flat_grads() const { return grads_.defined(); }
-  // The whole buffer, or elements [begin, begin + count) with `grads` (count elements) as their
-  // gradient, for an optimizer.
+  // The whole buffer, or elements [begin, begin + count) of the layout (kept ones) with `grads`
+  // (count elements) as their gradient, for an optimizer.
   FlatView view() { return {values_, grads_, decay_numel_}; }
   FlatView shard_view(int64_t begin, int64_t count, const torch::Tensor& grads);
   // The module's parameters, in slices() order.
   const std::vector<torch::Tensor>& parameters() const { return params_; }
   const std::vector<ParamSlice>& slices() const { return slices_; }
+
+  // Moves the kept values of topology.shard full (which no parameter views) to `device`.
+  void move_values(torch::Device device);
 
   // Zeroes grads() in place, so every parameter keeps pointing into it (without flat grads:
   // drops every parameter's gradient).
@@ -90,6 +103,8 @@ class FlatParams {
   torch::Tensor values_;
   torch::Tensor grads_;
   int64_t decay_numel_ = 0;
+  int64_t numel_ = 0;
+  int64_t origin_ = 0;
 };
 
 }  // namespace autoloco

@@ -46,6 +46,15 @@ void FragmentedOuter::anchor_into(torch::Tensor& flat) const {
   whole_into(flat, [&](size_t p) { return syncs_[p]->anchor(); });
 }
 
+void FragmentedOuter::anchor_into(FlatParams& params) {
+  if (!sharding_.full) {
+    anchor_into(params.values());
+    return;
+  }
+  for (auto& sync : syncs_)
+    sync->merge(params, 0.0);
+}
+
 torch::Tensor FragmentedOuter::anchor() const {
   if (sharding_.sharded) {
     torch::Tensor whole = torch::zeros({plan_.numel()}, syncs_[0]->anchor().options());

@@ -33,6 +33,9 @@ class FragmentedOuter {
   torch::Tensor anchor() const;
   // The same into `flat` (a buffer of the parameters' size, e.g. the replica).
   void anchor_into(torch::Tensor& flat) const;
+  // The anchor into the replica's values (kept ones, under topology.shard full); every member of
+  // the dc calls it together.
+  void anchor_into(FlatParams& params);
   void load_anchor(const torch::Tensor& whole);
   // The outer optimizer's state tensors, each whole in the parameters' order (undefined when no
   // fragment has one yet; gathered as anchor() when sharded), and back.

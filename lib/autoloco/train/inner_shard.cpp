@@ -109,8 +109,9 @@ ShardMode parse_shard_mode(const std::string& name) {
   if (name == "none") return ShardMode::none;
   if (name == "optimizer") return ShardMode::optimizer;
   if (name == "gradients") return ShardMode::gradients;
+  if (name == "full") return ShardMode::full;
   throw ConfigError("config key topology.shard: unknown mode '" + name +
-                    "'; use none, optimizer or gradients");
+                    "'; use none, optimizer, gradients or full");
 }
 
 const char* shard_mode_name(ShardMode mode) {
@@ -121,6 +122,8 @@ const char* shard_mode_name(ShardMode mode) {
       return "optimizer";
     case ShardMode::gradients:
       return "gradients";
+    case ShardMode::full:
+      return "full";
   }
   return "?";
 }
@@ -128,6 +131,12 @@ const char* shard_mode_name(ShardMode mode) {
 ShardMode effective_shard_mode(ShardMode configured, int members, bool needs_full_gradient) {
   if (members == 1) return ShardMode::none;
   if (configured == ShardMode::gradients && needs_full_gradient) return ShardMode::optimizer;
+  if (configured == ShardMode::full && needs_full_gradient) {
+    throw ConfigError(
+        "topology.shard full: the batch controller's test needs the dc's whole mean gradient, "
+        "which no member of a fully sharded dc holds; use topology.shard gradients (which keeps "
+        "it for the test) or a batch controller without the test");
+  }
   return configured;
 }
 
@@ -142,6 +151,8 @@ std::unique_ptr<InnerShard> make_inner_shard(ShardMode mode, FlatParams& params,
       return std::make_unique<OptimizerShard>(params, intra, sync, span, needs_full_gradient);
     case ShardMode::gradients:
       return make_gradient_shard(params, intra, span);
+    case ShardMode::full:
+      break;
   }
   throw Error("make_inner_shard: unknown mode");
 }

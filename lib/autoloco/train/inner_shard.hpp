@@ -9,8 +9,11 @@
 //   gradients  as optimizer, but each bucket is reduce-scattered in backward as soon as its
 //              parameters' gradients exist, and those gradients are freed: no member keeps
 //              the whole gradient.
+//   full       the parameters too (full_shard.hpp): each unit gathered for its forward and its
+//              backward, its gradient reduce-scattered in backward.
 // A dc of one rank, and a run whose batch controller needs the whole mean gradient (AdLoCo's
-// noise test), keeps the whole gradient: gradients behaves as optimizer there.
+// noise test), keeps the whole gradient: gradients behaves as optimizer there; full refuses such
+// a batch controller.
 #pragma once
 
 #include <torch/torch.h>
@@ -27,18 +30,19 @@
 
 namespace autoloco {
 
-enum class ShardMode { none, optimizer, gradients };
+enum class ShardMode { none, optimizer, gradients, full };
 
 ShardMode parse_shard_mode(const std::string& name);
 const char* shard_mode_name(ShardMode mode);
 
 // The mode an instance runs: `configured` (topology.shard) as far as the dc and the batch
-// controller allow (above).
+// controller allow (above). Throws ConfigError for full with a controller that needs the whole
+// gradient.
 ShardMode effective_shard_mode(ShardMode configured, int members, bool needs_full_gradient);
 
-// Whether FlatParams keeps a flat gradient buffer under `mode` (all but gradients).
+// Whether FlatParams keeps a flat gradient buffer under `mode` (none and optimizer).
 inline bool keeps_flat_gradient(ShardMode mode) {
-  return mode != ShardMode::gradients;
+  return mode == ShardMode::none || mode == ShardMode::optimizer;
 }
 
 class InnerShard {
@@ -75,10 +79,10 @@ class InnerShard {
   ShardSpan span_;
 };
 
-// `mode` as effective_shard_mode gives it. `intra` moves gradients and values inside the dc
-// (NCCL on GPUs, else MPI); `sync` is the unsharded all-reduce (and ddp's path across dcs), used
-// under none and, with `needs_full_gradient`, under optimizer too. `params` must have been built
-// with keeps_flat_gradient(mode).
+// `mode` as effective_shard_mode gives it, but not full (make_full_shard). `intra` moves gradients
+// and values inside the dc (NCCL on GPUs, else MPI); `sync` is the unsharded all-reduce (and ddp's
+// path across dcs), used under none and, with `needs_full_gradient`, under optimizer too. `params`
+// must have been built with keeps_flat_gradient(mode).
 std::unique_ptr<InnerShard> make_inner_shard(ShardMode mode, FlatParams& params,
                                              Communicator& intra, GradientSync& sync,
                                              bool needs_full_gradient);

@@ -104,6 +104,13 @@ OuterSync::OuterSync(const OuterConfig& outer, int64_t H0, FlatParams& params,
       span_(plan[fragment].numel, sharding.sharded ? reducer.members() : 1,
             sharding.sharded ? reducer.member() : 0) {
   torch::NoGradGuard no_grad;
+  if (sharding_.full) {
+    const ShardSpan kept(params.numel(), span_.members, span_.member);
+    if (params.origin() != kept.begin() || params.values().numel() != kept.count()) {
+      throw Error("topology.shard full: the replica does not keep this member's shard");
+    }
+    exchange_ = std::make_unique<ReplicaExchange>(plan, fragment, span_, kept);
+  }
   const bool gpu = params.values().is_cuda();
   anchor_ = replica_part(params).detach().to(state_device, torch::kFloat, false, /*copy=*/true);
   // Host buffers that meet a GPU are pinned: the DMA engine then copies them directly, at full
@@ -128,6 +135,7 @@ int64_t OuterSync::buffer_bytes() const {
 }
 
 torch::Tensor OuterSync::replica_part(FlatParams& params) const {
+  if (exchange_) return exchange_->fetch(params.values(), *sharding_.replica);
   return plan_.gather(params.values(), fragment_, span_.begin(), span_.count());
 }
 
@@ -330,6 +338,16 @@ void OuterSync::merge(FlatParams& params, double alpha) {
   torch::NoGradGuard no_grad;
   torch::Tensor& replica = params.values();
   const int64_t begin = span_.begin();
+  if (exchange_) {
+    // Every member's new anchor goes to the members that keep its elements: nothing to gather.
+    torch::Tensor near = anchor_;
+    if (replica.device() != anchor_.device()) {
+      near = device_staging_->buffer(replica.device(), anchor_.numel());
+      near.copy_(anchor_);
+    }
+    exchange_->store(near, alpha, replica, *sharding_.replica);
+    return;
+  }
   if (alpha == 0.0) {
     plan_.scatter(anchor_, fragment_, begin, replica);  // copy_ crosses devices itself
   } else if (replica.device() == anchor_.device()) {

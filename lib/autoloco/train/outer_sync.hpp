@@ -16,6 +16,7 @@
 #include "autoloco/optim/fragment_plan.hpp"
 #include "autoloco/optim/outer_optimizer.hpp"
 #include "autoloco/optim/round_stats.hpp"
+#include "autoloco/train/replica_exchange.hpp"
 #include "autoloco/train/topology_change.hpp"
 
 namespace autoloco {
@@ -66,6 +67,9 @@ struct StagedRound {
 // gives it, and the round's end all-gathers the replica instead of the averaged message.
 struct OuterSharding {
   bool sharded = false;
+  // topology.shard full: the replica is sharded too (each member keeps its shard of the
+  // parameters), and its outer elements come from their keepers (replica_exchange.hpp).
+  bool full = false;
   Communicator* host = nullptr;     // the dc's members, host buffers, the main thread
   Communicator* replica = nullptr;  // the dc's members, where the replica lives (NCCL on GPUs)
 };
@@ -163,6 +167,7 @@ class OuterSync {
   std::unique_ptr<DeviceStaging> device_staging_;
   OuterSharding sharding_;
   ShardSpan span_;
+  std::unique_ptr<ReplicaExchange> exchange_;  // topology.shard full
 };
 
 }  // namespace autoloco

@@ -1,5 +1,8 @@
 #include "autoloco/train/trainer.hpp"
 
+#include "autoloco/train/full_shard.hpp"
+#include "autoloco/train/recompute.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -31,6 +34,16 @@ void broadcast_values(FlatParams& params, MpiCommunicator& world) {
   torch::Tensor host = params.values().to(torch::kCPU, false, /*copy=*/true);
   world.broadcast(host.data_ptr<float>(), static_cast<size_t>(host.numel()), DType::f32, 0);
   params.values().copy_(host);
+}
+
+// World rank 0's parameters to every rank, one tensor at a time (no flat copy of the model).
+void broadcast_parameters(torch::nn::Module& model, MpiCommunicator& world) {
+  torch::NoGradGuard no_grad;
+  for (torch::Tensor& p : model.parameters()) {
+    torch::Tensor host = p.detach().to(torch::kCPU).contiguous();
+    world.broadcast(host.data_ptr<float>(), static_cast<size_t>(host.numel()), DType::f32, 0);
+    p.detach().copy_(host);
+  }
 }
 
 }  // namespace
@@ -90,6 +103,7 @@ Trainer::Trainer(const Config& config, MPI_Comm world, TrainerOptions options)
         outer_state_device(config_.outer.state_device, device_, params().numel());
     OuterSharding sharding;
     sharding.sharded = config_.topology.shard != "none" && topo_.ranks_per_dc > 1;
+    sharding.full = config_.topology.shard == "full" && topo_.ranks_per_dc > 1;
     sharding.host = intra_mpi_.get();
     sharding.replica = grad_comm_.get();
     sync_ =
@@ -122,6 +136,7 @@ Trainer::~Trainer() {
 }
 
 void Trainer::build_instances(const std::vector<size_t>& shard_subset) {
+  const Recompute recompute = parse_recompute(config_.model.recompute);
   for (int id = 0; id < static_cast<int>(config_.batch.instances); ++id) {
     ModelInstance inst;
     inst.id = id;
@@ -131,22 +146,28 @@ void Trainer::build_instances(const std::vector<size_t>& shard_subset) {
         instance_stream_member(id, topo_.member, topo_.ranks_per_dc), shard_subset);
     if (id == 0) torch::manual_seed(static_cast<uint64_t>(config_.run.seed));
     inst.model = make_decoder(config_.model);
-    inst.model->to(device_);
     inst.batch = make_batch_controller(config_, topo_.ranks_per_dc);
     const bool full_gradient = inst.batch->needs_samples();
     const ShardMode mode = effective_shard_mode(parse_shard_mode(config_.topology.shard),
                                                 topo_.ranks_per_dc, full_gradient);
-    inst.params = std::make_unique<FlatParams>(*inst.model, FlatParams::default_decay_rule(),
-                                               keeps_flat_gradient(mode));
-    if (id == 0) {
-      if (!config_.model.init_from.empty() && topo_.world_rank == 0) init_from_hf(inst.model);
-      // Every replica starts from world rank 0's parameters, whatever the ranks' RNGs did.
-      broadcast_values(*inst.params, *world_comm_);
+    if (mode == ShardMode::full) {
+      build_full_shard(inst, recompute);
     } else {
-      torch::NoGradGuard no_grad;
-      inst.params->values().copy_(instances_[0].params->values());
+      inst.model->to(device_);
+      inst.params = std::make_unique<FlatParams>(*inst.model, FlatParams::default_decay_rule(),
+                                                 keeps_flat_gradient(mode));
+      if (id == 0) {
+        if (!config_.model.init_from.empty() && topo_.world_rank == 0) init_from_hf(inst.model);
+        // Every replica starts from world rank 0's parameters, whatever the ranks' RNGs did.
+        broadcast_values(*inst.params, *world_comm_);
+      } else {
+        torch::NoGradGuard no_grad;
+        inst.params->values().copy_(instances_[0].params->values());
+      }
+      inst.shard = make_inner_shard(mode, *inst.params, *grad_comm_, *grad_sync_, full_gradient);
+      if (recompute == Recompute::blocks)
+        inst.model->set_runner(make_recompute_runner(device_, bf16_));
     }
-    inst.shard = make_inner_shard(mode, *inst.params, *grad_comm_, *grad_sync_, full_gradient);
     inst.optimizer = make_inner_optimizer(config_.inner, inst.shard->view());
     if (inst.batch->needs_samples()) {
       inst.samples = std::make_unique<GradientSamples>(
@@ -154,6 +175,23 @@ void Trainer::build_instances(const std::vector<size_t>& shard_subset) {
     }
     instances_.push_back(std::move(inst));
   }
+}
+
+void Trainer::build_full_shard(ModelInstance& inst, Recompute recompute) {
+  // Built whole on the host (once, like FSDP without deferred initialisation), so that every
+  // shard mode starts from the same values; then only this member's shard moves to the device.
+  if (inst.id == 0) {
+    if (!config_.model.init_from.empty() && topo_.world_rank == 0) init_from_hf(inst.model);
+    broadcast_parameters(*inst.model, *world_comm_);
+  }
+  const ShardSpan span(parameter_count(*inst.model), topo_.ranks_per_dc, topo_.member);
+  inst.params = std::make_unique<FlatParams>(*inst.model, span.begin(), span.count());
+  if (inst.id != 0) {
+    torch::NoGradGuard no_grad;
+    inst.params->values().copy_(instances_[0].params->values());
+  }
+  inst.params->move_values(device_);
+  inst.shard = make_full_shard(*inst.model, *inst.params, *grad_comm_, recompute, bf16_);
 }
 
 void Trainer::init_from_hf(Decoder& model) {
@@ -296,15 +334,25 @@ double Trainer::evaluate() {
   torch::Tensor own;
   if (sync_ && (config_.outer.overlap_steps > 0 || config_.outer.fragments > 1)) {
     own = params().values().clone();
-    sync_->outer().anchor_into(params().values());
+    sync_->outer().anchor_into(params());
   }
   model->eval();
   double sums[2] = {0.0, 0.0};  // loss sum, batches
-  for (int64_t i = topo_.world_rank; i < config_.run.eval_batches; i += topo_.world_size) {
-    Batch batch = eval_batch(*val_data_, i, config_.data.batch_size, config_.model.seq_len);
+  // A fully sharded forward is collective inside the dc: then every rank runs as many as the
+  // rank with the most batches, those past the end on a batch it does not count.
+  const int64_t batches = config_.run.eval_batches;
+  const bool collective = instances_[0].shard->mode() == ShardMode::full;
+  const int64_t rounds = (batches + topo_.world_size - 1) / topo_.world_size;
+  for (int64_t k = 0; k < rounds; ++k) {
+    const int64_t i = topo_.world_rank + k * topo_.world_size;
+    if (i >= batches && !collective) break;
+    Batch batch =
+        eval_batch(*val_data_, i % batches, config_.data.batch_size, config_.model.seq_len);
     AutocastScope autocast(device_, bf16_);
     const torch::Tensor logits = model->forward(to_device(batch.inputs, device_));
-    sums[0] += lm_loss(logits, to_device(batch.targets, device_)).item<double>();
+    const double loss = lm_loss(logits, to_device(batch.targets, device_)).item<double>();
+    if (i >= batches) continue;
+    sums[0] += loss;
     sums[1] += 1.0;
   }
   model->train();

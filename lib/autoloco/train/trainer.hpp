@@ -37,6 +37,7 @@
 #include "autoloco/train/memory_plan.hpp"
 #include "autoloco/train/model_instance.hpp"
 #include "autoloco/train/outer_sync.hpp"
+#include "autoloco/train/recompute.hpp"
 #include "autoloco/train/sync_periods.hpp"
 #include "autoloco/train/sync_pipeline.hpp"
 #include "autoloco/train/topology_change.hpp"
@@ -180,6 +181,8 @@ class Trainer {
 
   void set_threads();
   void build_instances(const std::vector<size_t>& shard_subset);
+  // topology.shard full: the instance's parameters, shard and runner (its model built).
+  void build_full_shard(ModelInstance& inst, Recompute recompute);
   // One instance's part of an inner step, enqueued; its loss and gradient norm are not read yet.
   struct InstanceStep {
     torch::Tensor loss;             // 0-dim double
