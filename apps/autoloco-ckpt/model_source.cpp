@@ -1,7 +1,8 @@
 // The model a checkpoint holds (the anchor, or a dc's replica), read and checked once for the
 // commands that hand it to other tools: export (HDF5 or Hugging Face) and logits. The anchor is
 // global.h5's outer/anchor, or, in a checkpoint of a sharded run, assembled from the pieces its
-// dc 0's rank files hold (ckpt/flat_pieces.hpp).
+// dc 0's rank files hold (ckpt/flat_pieces.hpp); a fully sharded run's replica likewise from
+// its dc's.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -39,28 +40,32 @@ void check_parameters(const CheckpointModel& m, const std::string& global) {
   }
 }
 
-// The anchor of `numel` values from the pieces of it in dc 0's rank files (a sharded run writes
-// it so), read against the manifest's sums; false when no rank file holds a piece of it. Throws
-// CheckpointError when the pieces leave an element out or name one past `numel`.
-bool assemble_anchor(CheckpointReaders& files, const Manifest& m, const H5Reader& global,
-                     int64_t numel, CheckpointModel& out) {
-  const std::string name = "outer/anchor";
+// Vector `name` of `numel` values from the pieces of it in dc `dc`'s rank files (a sharded run
+// writes the anchor so in dc 0's, and a fully sharded one each dc's replica), read against the
+// manifest's sums; false when no rank file of the dc holds a piece of it. Throws CheckpointError
+// when the pieces leave an element out or name one past `numel`.
+bool assemble(CheckpointReaders& files, const Manifest& m, const H5Reader& global,
+              const std::string& name, int64_t dc, int64_t numel, CheckpointModel& out) {
   if (!global.has("topology/ranks_per_dc")) return false;
   const int64_t members = global.read_int("topology/ranks_per_dc");
-  FlatPieces anchor(name, numel);
+  FlatPieces vector(name, numel);
   int64_t holding = 0;
-  for (int64_t r = 0; r < members && r <= std::numeric_limits<int>::max(); ++r) {
+  for (int64_t r = dc * members; r < (dc + 1) * members && r <= std::numeric_limits<int>::max();
+       ++r) {
     const std::string file = rank_file(static_cast<int>(r));
     if (!m.find(file)) continue;
     const H5Reader& reader = files.open(file);
     if (!reader.has(piece_ranges_name(name))) continue;
-    anchor.add(reader, {});
+    vector.add(reader, {});
     ++holding;
   }
-  if (!anchor.found()) return false;
+  if (!vector.found()) return false;
   out.values.assign(static_cast<size_t>(numel), 0.0f);
-  anchor.read_into(out.values.data(), {FlatRange{0, numel}});
-  out.source = fmt::format("{}: {} (assembled from {} rank files)", files.path(), name, holding);
+  vector.read_into(out.values.data(), {FlatRange{0, numel}});
+  // The anchor is every dc's; a replica is its dc's.
+  const std::string whose = name == "outer/anchor" ? "" : fmt::format(" of dc {}", dc);
+  out.source =
+      fmt::format("{}: {}{} (assembled from {} rank files)", files.path(), name, whose, holding);
   return true;
 }
 
@@ -103,14 +108,22 @@ CheckpointModel read_checkpoint_model(const std::string& ckpt_arg, int64_t repli
   if (replica < 0 && global.has("outer/anchor")) {
     out.values = global.read_f32("outer/anchor");
     out.source = fmt::format("{}:outer/anchor", global.path());
-  } else if (replica < 0 && assemble_anchor(files, m, global, numel, out)) {
+  } else if (replica < 0 && assemble(files, m, global, "outer/anchor", 0, numel, out)) {
     // A sharded run's anchor, whole.
   } else {
-    const std::string name = dc_file(static_cast<int>(std::max<int64_t>(replica, 0)));
+    const int64_t d = std::max<int64_t>(replica, 0);
+    const std::string name = dc_file(static_cast<int>(d));
     listed(m, ckpt, name);
     const H5Reader& dc = files.open(name);
-    out.values = dc.read_f32("replica/values");
-    out.source = fmt::format("{}:replica/values", dc.path());
+    if (dc.has("replica/values")) {
+      out.values = dc.read_f32("replica/values");
+      out.source = fmt::format("{}:replica/values", dc.path());
+    } else if (!assemble(files, m, global, "replica/values", d, numel, out)) {
+      throw CheckpointError(fmt::format(
+          "'{}' has no replica/values, and no rank file of dc {} holds a piece of it: the "
+          "checkpoint is damaged",
+          dc.path(), d));
+    }
   }
   if (static_cast<int64_t>(out.values.size()) != numel) {
     throw CheckpointError(

@@ -100,3 +100,43 @@ TEST_CASE("full sharding matches none on 2 dcs x 3 members (uneven shards)",
   check_full(3, Variant::diloco, "diloco", 1e-5, 1e-5);
   check_full(3, Variant::streaming, "streaming", 2e-3, 1e-4);
 }
+
+namespace {
+
+// The state `resume` holds, loaded by a run of `c` and written again at once.
+std::string rewrite(const Config& c, const std::string& resume) {
+  TrainerOptions o;
+  o.print_progress = false;
+  o.resume = resume;
+  Trainer trainer(c, MPI_COMM_WORLD, o);
+  return trainer.save_checkpoint("rewritten");
+}
+
+}  // namespace
+
+// Each member of a fully sharded dc writes its shard of the replica (and of the moments and the
+// outer state): an unsharded run loads them whole, a fully sharded one its shard again, and
+// either writes back the same state bit for bit, with an overlapped sync in flight.
+TEST_CASE("a checkpoint of full sharding resumes unsharded and back bitwise",
+          "[np=4][shard][full][resume]") {
+  const SharedCorpus corpus("full-resume");
+  auto config = [&](const std::string& name, const std::string& shard) {
+    Config c = full_config(corpus, 2, Variant::streaming, shard, "blocks");
+    c.run.name = name;
+    c.inner.optimizer = "adamw";
+    c.inner.lr = 0.01;
+    c.interval.controller = "fixed";
+    c.ckpt.every_minutes = 0;
+    c.ckpt.keep_last = 10;
+    validate(c);
+    return c;
+  };
+  test::run(config("full", "full"), "", 13);
+  const std::string saved =
+      test::run_dir(config("full", "full")) + "/checkpoints/" + checkpoint_name(13);
+  const std::string unsharded = rewrite(config("none", "none"), saved);
+  const std::string again = rewrite(config("full-again", "full"), unsharded);
+  MPI_Barrier(MPI_COMM_WORLD);
+  test::check_same_state(saved, unsharded);
+  test::check_same_state(saved, again);
+}

@@ -102,10 +102,9 @@ inline void check_same_state(const std::string& a, const std::string& b, int dcs
   }
   const H5Reader ga(a + "/" + kGlobalFile), gb(b + "/" + kGlobalFile);
   CHECK(ga.read_i64("counters/h_per_round") == gb.read_i64("counters/h_per_round"));
-  for (int dc = 0; dc < dcs; ++dc) {
-    const H5Reader da(a + "/" + dc_file(dc)), db(b + "/" + dc_file(dc));
-    CHECK(da.read_f32("replica/values") == db.read_f32("replica/values"));
-  }
+  // Each dc's replica, whole or in its members' pieces (topology.shard full), is among them.
+  for (int dc = 0; dc < dcs; ++dc)
+    CHECK(va.count({dc_file(dc), "replica/values"}) == 1);
 }
 
 // A resumed run `cut` ended as the uninterrupted `ref`: their checkpoints at `step` hold the same

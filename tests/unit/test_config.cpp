@@ -170,11 +170,19 @@ TEST_CASE("config: interval.target_utilisation is a fraction below 1 for an oute
                     Contains("interval.target_utilisation") && Contains("ddp"));
 }
 
-TEST_CASE("config: topology.shard is none, optimizer or gradients, and not with ddp", "[config]") {
+TEST_CASE("config: topology.shard is none, optimizer, gradients or full, and not with ddp",
+          "[config]") {
   CHECK(parse_config("").topology.shard == "none");
   CHECK(parse_config("", {"topology.shard=gradients"}).topology.shard == "gradients");
-  REQUIRE_THROWS_WITH(parse_config("", {"topology.shard=full"}),
-                      Contains("topology.shard") && Contains("gradients"));
+  CHECK(parse_config("", {"topology.shard=full"}).topology.shard == "full");
+  REQUIRE_THROWS_WITH(parse_config("", {"topology.shard=parameters"}),
+                      Contains("topology.shard") && Contains("full"));
+  CHECK(parse_config("").model.recompute == "none");
+  CHECK(parse_config("", {"model.recompute=blocks"}).model.recompute == "blocks");
+  REQUIRE_THROWS_WITH(parse_config("", {"model.recompute=all"}),
+                      Contains("model.recompute") && Contains("blocks"));
+  REQUIRE_THROWS_WITH(parse_config("", {"topology.shard=full", "outer.method=ddp"}),
+                      Contains("topology.shard") && Contains("ddp"));
   REQUIRE_THROWS_WITH(parse_config("", {"topology.shard=optimizer", "outer.method=ddp"}),
                       Contains("topology.shard") && Contains("ddp"));
 }

@@ -87,6 +87,35 @@ TEST_CASE("plan: sharded classes fall as ceil(P / R) for R = 1, 2, 4 and 3", "[p
   CHECK(ceil_div(kSmallP, 3) * 3 > kSmallP);  // R = 3 is the uneven case
 }
 
+// The small model's units: the embedding (32 + 8) d = 640, each block 3280, the head's final
+// LayerNorm 32, which a tied head gathers with the embedding (672).
+TEST_CASE("plan: full sharding and recompute on the small model, worked out by hand", "[plan]") {
+  const Config c = small();
+  CHECK(unit_numels(c.model) == std::vector<int64_t>{640, 3280, 3280, 32});
+  for (int R : {2, 4, 3}) {
+    INFO("R = " << R);
+    const int64_t S = ceil_div(kSmallP, R);
+    const MemoryClasses full = plan_memory(c, "full", R, false);
+    const MemoryClasses grad = plan_memory(c, "gradients", R, false);
+    CHECK(full.parameters == 4 * S);
+    CHECK(full.gradients == 4 * S);
+    CHECK(full.optimizer == grad.optimizer);
+    CHECK(full.outer_state == grad.outer_state);
+    // Staging and the Nesterov scratch; the scratch part and MPI's two ring chunks of the
+    // largest unit's reduce-scatter; the two blocks gathered at once (6560) and a block's
+    // gradient twice (as autograd returns it, and in its storage's layout).
+    const int64_t chunk = ceil_div(3280, R);
+    CHECK(full.buffers == 8 * S + 3 * 4 * chunk + 4 * (6560 + 2 * 3280));
+    CHECK(full.activations == grad.activations);
+  }
+  // A dc of one rank has nothing to shard: full plans as none.
+  CHECK(plan_memory(c, "full", 1, false).total() == plan_memory(c, "none", 1, false).total());
+  // Recomputed blocks keep their inputs (s b d each) and one block's activations, in fp32 here.
+  const MemoryClasses blocks = plan_memory(small({"model.recompute=blocks"}), "none", 1, false);
+  CHECK(blocks.activations == 2 * (8 * 4 * 16 * 39 + 2 * 8 * 4 * 16 * 2));
+  CHECK(blocks.activations < plan_memory(c, "none", 1, false).activations);
+}
+
 TEST_CASE("plan: what the config changes: sgd, local_sgd, ddp, instances, adloco, gpu", "[plan]") {
   CHECK(plan_memory(small({"inner.optimizer=sgd"}), "none", 1, false).optimizer == 0);
   CHECK(plan_memory(small({"outer.method=local_sgd"}), "none", 1, false).outer_state ==
@@ -130,7 +159,7 @@ TEST_CASE("plan: what the config changes: sgd, local_sgd, ddp, instances, adloco
   CHECK(h.device() == h.total() - 16 * S);
   CHECK(plan_memory(small({"run.precision=fp32"}), "none", 1, true).activations ==
         2 * g.activations);
-  CHECK_THROWS_AS(plan_memory(small(), "full", 2, true), ConfigError);
+  CHECK_THROWS_AS(plan_memory(small(), "parameters", 2, true), ConfigError);
 }
 
 TEST_CASE("plan: the gpt2 and llama-3-8b presets' totals from the formula", "[plan]") {

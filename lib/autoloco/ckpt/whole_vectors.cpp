@@ -24,7 +24,8 @@ const std::string kRangesTail = piece_ranges_name("");
 
 std::string vector_home(const std::string& dataset, int dc) {
   if (dataset.rfind("outer/", 0) == 0 || dataset == "sync/pending_sum") return kGlobalFile;
-  if (ends_with(dataset, "adamw/exp_avg") || ends_with(dataset, "adamw/exp_avg_sq")) {
+  if (ends_with(dataset, "adamw/exp_avg") || ends_with(dataset, "adamw/exp_avg_sq") ||
+      ends_with(dataset, "replica/values")) {
     return dc_file(dc);
   }
   return "";

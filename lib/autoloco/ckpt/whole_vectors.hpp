@@ -1,6 +1,7 @@
 // A checkpoint's sharded vectors whole, whatever layout wrote them (docs/checkpoints.md,
 // Layout): the outer state (outer/*, sync/pending_sum) lives whole in global.h5 and the AdamW
-// moments in their dc's file, unless a sharded run wrote them as pieces of its rank files
+// moments and the replica in their dc's file, unless a sharded run (for the replica: a fully
+// sharded one) wrote them as pieces of its rank files
 // (ckpt/flat_pieces.hpp); then they are assembled here. What the tools and tests compare, so
 // that checkpoints of two shard modes of one run compare equal. Error-feedback residuals are
 // each rank's own and are not assembled.

@@ -5,6 +5,7 @@
 
 #include "autoloco/model/gpt.hpp"
 #include "autoloco/model/llama.hpp"
+#include "autoloco/model/model_specs.hpp"
 #include "autoloco/util/error.hpp"
 
 namespace autoloco {
@@ -42,11 +43,7 @@ torch::Tensor DecoderImpl::run_unit(int64_t unit, const torch::Tensor& x) {
 }
 
 int64_t DecoderImpl::unit_of(const std::string& name) const {
-  const std::string prefix = "blocks.";
-  if (name.rfind(prefix, 0) == 0) {
-    return 1 + std::stoll(name.substr(prefix.size()));  // stops at the next '.'
-  }
-  return is_head_parameter(name) ? head_unit() : 0;
+  return unit_of_parameter(config_, name);
 }
 
 Decoder make_decoder(const ModelConfig& config) {

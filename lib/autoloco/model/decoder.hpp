@@ -41,7 +41,7 @@ class DecoderImpl : public torch::nn::Module {
   int64_t units() const { return config_.n_layer + 2; }
   int64_t head_unit() const { return config_.n_layer + 1; }
   bool is_block(int64_t unit) const { return unit >= 1 && unit <= config_.n_layer; }
-  // The unit a parameter of this decoder belongs to, by its name ("blocks.<i>." is unit i + 1).
+  // The unit a parameter of this decoder belongs to, by its name (model_specs.hpp).
   int64_t unit_of(const std::string& name) const;
   // A tied head reads the embedding unit's table too.
   bool head_reads_embedding() const { return config_.tie_embeddings; }
@@ -59,8 +59,6 @@ class DecoderImpl : public torch::nn::Module {
   virtual torch::Tensor embed(const torch::Tensor& idx) = 0;
   virtual torch::Tensor block(int64_t i, const torch::Tensor& x) = 0;
   virtual torch::Tensor head(const torch::Tensor& x) = 0;
-  // The parameters of the head unit (the final norm, an untied head).
-  virtual bool is_head_parameter(const std::string& name) const = 0;
 
  private:
   // Throws Error when idx is longer than the context.

@@ -108,8 +108,4 @@ torch::Tensor GPTImpl::head(const torch::Tensor& x) {
   return lm_head ? lm_head->forward(h) : torch::matmul(h, wte->weight.t());
 }
 
-bool GPTImpl::is_head_parameter(const std::string& name) const {
-  return name.rfind("ln_f.", 0) == 0 || name.rfind("lm_head.", 0) == 0;
-}
-
 }  // namespace autoloco

@@ -75,7 +75,6 @@ class GPTImpl : public DecoderImpl {
   torch::Tensor embed(const torch::Tensor& idx) override;
   torch::Tensor block(int64_t i, const torch::Tensor& x) override;
   torch::Tensor head(const torch::Tensor& x) override;
-  bool is_head_parameter(const std::string& name) const override;
 
  private:
   void init_weights();

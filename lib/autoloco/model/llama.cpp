@@ -162,8 +162,4 @@ torch::Tensor LlamaImpl::head(const torch::Tensor& x) {
   return lm_head ? lm_head->forward(h) : torch::matmul(h, embed_tokens->weight.t());
 }
 
-bool LlamaImpl::is_head_parameter(const std::string& name) const {
-  return name.rfind("norm.", 0) == 0 || name.rfind("lm_head.", 0) == 0;
-}
-
 }  // namespace autoloco

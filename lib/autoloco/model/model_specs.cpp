@@ -111,4 +111,19 @@ double flops_per_token(const ModelConfig& c) {
          6.0 * d * static_cast<double>(c.vocab_size);
 }
 
+int64_t unit_of_parameter(const ModelConfig& config, const std::string& name) {
+  const std::string blocks = "blocks.";
+  if (name.rfind(blocks, 0) == 0) return 1 + std::stoll(name.substr(blocks.size()));  // to '.'
+  const std::string norm = config.arch == "llama" ? "norm." : "ln_f.";
+  const bool head = name.rfind(norm, 0) == 0 || name.rfind("lm_head.", 0) == 0;
+  return head ? config.n_layer + 1 : 0;
+}
+
+std::vector<int64_t> unit_numels(const ModelConfig& config) {
+  std::vector<int64_t> n(static_cast<size_t>(config.n_layer + 2), 0);
+  for (const ParamSpec& p : parameter_specs(config))
+    n[static_cast<size_t>(unit_of_parameter(config, p.name))] += p.numel();
+  return n;
+}
+
 }  // namespace autoloco

@@ -34,6 +34,12 @@ int64_t kv_heads(const ModelConfig& config);
 
 int64_t parameter_count(const ModelConfig& config);
 
+// The unit (decoder.hpp: 0 the embedding, 1..n_layer the blocks, n_layer + 1 the final norm and
+// an untied head) that parameter `name` of model.arch belongs to.
+int64_t unit_of_parameter(const ModelConfig& config, const std::string& name);
+// Each unit's parameter count, in unit order.
+std::vector<int64_t> unit_numels(const ModelConfig& config);
+
 // Without the embeddings and an untied head (the Kaplan et al. convention).
 int64_t non_embedding_parameter_count(const ModelConfig& config);
 

@@ -1,6 +1,8 @@
 #include "autoloco/train/gathered_units.hpp"
 
+#include <c10/core/Event.h>
 #include <c10/core/StorageImpl.h>
+#include <c10/core/StreamGuard.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <fmt/format.h>
 

@@ -73,7 +73,7 @@ JsonObject memory_classes_json(const MemoryClasses& m) {
 }
 
 const std::vector<std::string>& plan_shard_modes() {
-  static const std::vector<std::string> modes = {"none", "optimizer", "gradients"};
+  static const std::vector<std::string> modes = {"none", "optimizer", "gradients", "full"};
   return modes;
 }
 
@@ -83,7 +83,45 @@ int64_t activation_bytes(const ModelConfig& m, int64_t micro_batch, bool half) {
   const double d = static_cast<double>(m.d_model);
   const double a = static_cast<double>(m.n_head);
   const double per_layer = s * b * d * (34.0 + 5.0 * a * s / d);
-  return static_cast<int64_t>(per_layer * static_cast<double>(m.n_layer) * (half ? 1.0 : 2.0));
+  const double layers = m.recompute == "blocks" ? 1.0 : static_cast<double>(m.n_layer);
+  // Recomputed blocks keep their input (s b d values each) and one block's activations exist
+  // at a time, while backward runs its forward again.
+  const double inputs =
+      m.recompute == "blocks" ? s * b * d * 2.0 * static_cast<double>(m.n_layer) : 0.0;
+  return static_cast<int64_t>((per_layer * layers + inputs) * (half ? 1.0 : 2.0));
+}
+
+// topology.shard full (gathered_units.cpp): the units' storage gathered at once at most, a
+// unit and the one prefetched beside it in forward or backward (a tied head's storage includes
+// the embedding's), in floats.
+int64_t gathered_peak(const ModelConfig& model) {
+  const std::vector<int64_t> units = unit_numels(model);
+  const auto n = static_cast<int64_t>(units.size());
+  auto storages = [&](int64_t e) {
+    std::vector<int64_t> s = {e};
+    if (e == n - 1 && model.tie_embeddings) s.push_back(0);
+    return s;
+  };
+  int64_t most = 0;
+  for (int64_t e = 0; e + 1 < n; ++e) {
+    std::vector<int64_t> held = storages(e);
+    for (const int64_t k : storages(e + 1)) {
+      if (std::find(held.begin(), held.end(), k) == held.end()) held.push_back(k);
+    }
+    int64_t sum = 0;
+    for (const int64_t k : held)
+      sum += units[static_cast<size_t>(k)];
+    most = std::max(most, sum);
+  }
+  return most;
+}
+
+// The largest unit's parameters in floats (with the embedding for a tied head): the gradient a
+// unit's backward produces at once.
+int64_t largest_execution_unit(const ModelConfig& model) {
+  std::vector<int64_t> units = unit_numels(model);
+  if (model.tie_embeddings) units.back() += units.front();
+  return *std::max_element(units.begin(), units.end());
 }
 
 MemoryClasses plan_memory(const Config& c, const std::string& shard, int ranks_per_dc, bool gpu,
@@ -91,7 +129,8 @@ MemoryClasses plan_memory(const Config& c, const std::string& shard, int ranks_p
   if (ranks_per_dc < 1) throw ConfigError("the plan needs at least one rank per dc");
   if (std::find(plan_shard_modes().begin(), plan_shard_modes().end(), shard) ==
       plan_shard_modes().end()) {
-    throw ConfigError("topology.shard '" + shard + "' is not one of none, optimizer, gradients");
+    throw ConfigError("topology.shard '" + shard +
+                      "' is not one of none, optimizer, gradients, full");
   }
   // The flat fp32 buffer of the model (a tied head stored once) and one member's shard of it.
   const int64_t P = parameter_count(c.model);
@@ -105,12 +144,16 @@ MemoryClasses plan_memory(const Config& c, const std::string& shard, int ranks_p
   const bool outer_on_device =
       gpu && outer_state_device(c.outer.state_device, torch::Device(torch::kCUDA), P).is_cuda();
 
+  // ZeRO 3 (a dc of one rank runs unsharded: effective_shard_mode).
+  const bool full = shard == "full" && ranks_per_dc > 1;
+
   MemoryClasses m;
-  // Every stage below ZeRO 3 keeps the whole replica: forward and backward need it.
-  m.parameters = kFloat * P * I;
-  // Stage 2 keeps only the reduced shard once backward has reduce-scattered its buckets;
-  // none and optimizer keep the whole all-reduced gradient for the step.
-  m.gradients = kFloat * (shard == "gradients" ? S : P) * I;
+  // Every stage below ZeRO 3 keeps the whole replica: forward and backward need it. Stage 3
+  // keeps its shard, and gathers units into storage of their own (buffers, below).
+  m.parameters = kFloat * (full ? S : P) * I;
+  // Stages 2 and 3 keep only the reduced shard once backward has reduce-scattered its buckets
+  // or units; none and optimizer keep the whole all-reduced gradient for the step.
+  m.gradients = kFloat * (shard == "gradients" || full ? S : P) * I;
   if (c.inner.optimizer == "adamw") {
     // Two fp32 moments; the flat kernel also keeps a denominator of the same size (adamw.cpp's
     // denom_), the fused one only a step counter.
@@ -167,7 +210,9 @@ MemoryClasses plan_memory(const Config& c, const std::string& shard, int ranks_p
   // all-reduced instead): the member's part lands in a scratch buffer of the bucket's largest
   // part, and MPI's ring (mpi_communicator.cpp) keeps two such chunks in flight; NCCL needs none.
   if (sharded && ranks_per_dc > 1 && c.batch.controller != "adloco") {
-    const int64_t chunk = ceil_div(std::min(P, kGradientBucket), ranks_per_dc);
+    // Stage 3 reduce-scatters a unit's runs instead of buckets.
+    const int64_t bucket = full ? largest_execution_unit(c.model) : std::min(P, kGradientBucket);
+    const int64_t chunk = ceil_div(bucket, ranks_per_dc);
     device_buffers += kFloat * chunk;
     if (!gpu) host_buffers += 2 * kFloat * chunk;
   }
@@ -177,6 +222,12 @@ MemoryClasses plan_memory(const Config& c, const std::string& shard, int ranks_p
   // (AdLoCo keeps the gradient whole, and so does a dc of one rank: no buckets.)
   if (shard == "gradients" && ranks_per_dc > 1 && c.batch.controller != "adloco") {
     device_buffers += 2 * kFloat * std::min(P, kGradientBucket);
+  }
+  // Stage 3 gathers two units at once (the one computing and the one prefetched), and a unit's
+  // backward holds its gradient as autograd returns it and again in the layout of its storage
+  // for the reduce-scatter (gathered_units.cpp).
+  if (full) {
+    device_buffers += kFloat * I * (gathered_peak(c.model) + 2 * largest_execution_unit(c.model));
   }
   // AdLoCo's batch test keeps one micro-batch's whole gradient beside the accumulated one
   // (batch_step.cpp's sample_). It measures the noise of the whole gradient, so it stays 4 P

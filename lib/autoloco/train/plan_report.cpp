@@ -81,6 +81,13 @@ std::string memory_table(const Config& c, const PlanOptions& o, int members, boo
   std::vector<MemoryClasses> plans;
   for (const std::string& mode : modes)
     plans.push_back(plan_memory(c, mode, members, gpu, o.world / members));
+  // The least a rank can hold: every state sharded and the blocks recomputed.
+  if (c.outer.method != "ddp" && c.model.recompute == "none") {
+    Config least = c;
+    least.model.recompute = "blocks";
+    modes.push_back("full+blocks");
+    plans.push_back(plan_memory(least, "full", members, gpu, o.world / members));
+  }
   auto cells = [&](int64_t MemoryClasses::*field) {
     std::vector<std::string> out;
     for (const MemoryClasses& m : plans)
@@ -238,9 +245,12 @@ std::string plan_report(const Config& c, const std::string& config_path, const P
   }
   out += memory_table(c, o, members, gpu);
   out += fmt::format(
-      "  (est.): Korthikanti et al. 2022, one micro-batch of {} x {} tokens over {} layers; "
-      "docs/sharding.md\n",
-      c.data.batch_size, m.seq_len, m.n_layer);
+      "  (est.): Korthikanti et al. 2022, one micro-batch of {} x {} tokens over {} layers, "
+      "model.recompute {}{}; docs/sharding.md\n",
+      c.data.batch_size, m.seq_len, m.n_layer, m.recompute,
+      m.recompute == "none" && c.outer.method != "ddp"
+          ? " (full+blocks: topology.shard full with model.recompute blocks)"
+          : "");
   if (gpu) {
     out +=
         "  on the device: the total less the host's share (host staging, residuals, and the "

@@ -1,8 +1,5 @@
 #include "autoloco/train/trainer.hpp"
 
-#include "autoloco/train/full_shard.hpp"
-#include "autoloco/train/recompute.hpp"
-
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -16,6 +13,7 @@
 #include "autoloco/optim/adamw.hpp"
 #include "autoloco/optim/lr_schedule.hpp"
 #include "autoloco/train/device_placement.hpp"
+#include "autoloco/train/full_shard.hpp"
 #include "autoloco/train/precision.hpp"
 #include "autoloco/util/blas_threads.hpp"
 #include "autoloco/util/error.hpp"

@@ -60,7 +60,7 @@ int64_t Trainer::checkpoint_bytes_rank0() const {
     if (config_.outer.error_feedback) bytes += kFloat * ((numel + members - 1) / members);
   }
   for (const ModelInstance& inst : instances_) {
-    bytes += inst.params->numel() * kFloat;  // the replica
+    bytes += inst.params->values().numel() * kFloat;  // the replica, or its shard
     if (dynamic_cast<const FlatAdamW*>(inst.optimizer.get()) != nullptr) {
       bytes += 2 * kFloat * inst.shard->span().count();  // the moments, or their shards
     }

@@ -118,7 +118,8 @@ ManifestFile Trainer::write_dc_file(const std::string& dir) {
   std::vector<int64_t> active;
   for (const ModelInstance& inst : instances_) {
     const std::string at = instance_prefix(inst.id);
-    write_tensor(w, at + "replica/values", inst.params->values());
+    // Fully sharded, each member writes its shard of the replica (write_rank_shards).
+    if (inst.params->keeps_all()) write_tensor(w, at + "replica/values", inst.params->values());
     if (auto* adamw = dynamic_cast<FlatAdamW*>(inst.optimizer.get())) {
       w.write(at + "adamw/step", adamw->step_count());
       // Sharded, each member writes its shard of the moments (write_rank_file).
@@ -137,9 +138,12 @@ ManifestFile Trainer::write_dc_file(const std::string& dir) {
 void Trainer::write_rank_shards(H5Writer& w) {
   for (const ModelInstance& inst : instances_) {
     const ShardSpan& span = inst.shard->span();
+    const std::string at = instance_prefix(inst.id);
+    if (!inst.params->keeps_all()) {
+      write_shard(w, at + "replica/values", inst.params->values(), span);
+    }
     auto* adamw = dynamic_cast<FlatAdamW*>(inst.optimizer.get());
     if (!adamw || span.whole()) continue;
-    const std::string at = instance_prefix(inst.id);
     write_shard(w, at + "adamw/exp_avg", adamw->exp_avg(), span);
     write_shard(w, at + "adamw/exp_avg_sq", adamw->exp_avg_sq(), span);
   }

@@ -24,14 +24,6 @@
 namespace autoloco {
 namespace {
 
-// Reads a flat fp32 dataset into `into` (any device, same number of elements).
-void read_tensor(const H5Reader& r, const std::string& name, torch::Tensor& into) {
-  torch::Tensor host = torch::empty({into.numel()}, torch::kFloat32);
-  r.read(name, host.data_ptr<float>(), host.numel());
-  torch::NoGradGuard no_grad;
-  into.copy_(host.view_as(into));
-}
-
 // Elements [span.begin(), + span.count()) of vector `name`: whole in `whole_file`, or in the
 // pieces of `piece_files`.
 torch::Tensor read_shard(const H5Reader& whole_file,
@@ -242,14 +234,23 @@ Trainer::Resumed Trainer::load_checkpoint(const std::string& path) {
     keep_instances(
         d.has("instances/active") ? d.read_i64("instances/active") : std::vector<int64_t>{0},
         path + "/" + name);
+    const std::vector<const H5Reader*> members = files.dc_rank_files(source_dc, old_members);
     for (ModelInstance& inst : instances_) {
       const std::string at = instance_prefix(inst.id);
-      read_tensor(d, at + "replica/values", inst.params->values());
+      // Whole in the dc's file, or the pieces of its members' rank files (topology.shard full):
+      // this member reads what it keeps of the replica, whatever shard mode wrote it.
+      FlatParams& params = *inst.params;
+      const ShardSpan kept = params.keeps_all()
+                                 ? ShardSpan(params.numel(), 1, 0)
+                                 : ShardSpan(params.numel(), topo_.ranks_per_dc, topo_.member);
+      {
+        torch::NoGradGuard no_grad;
+        params.values().copy_(read_shard(d, members, at + "replica/values", kept));
+      }
       if (auto* adamw = dynamic_cast<FlatAdamW*>(inst.optimizer.get())) {
         // Whole in the dc's file, or the pieces of its members' rank files: this member reads
         // its shard of them, whatever shard mode and ranks_per_dc wrote them.
         const ShardSpan& span = inst.shard->span();
-        const std::vector<const H5Reader*> members = files.dc_rank_files(source_dc, old_members);
         adamw->set_state(d.read_int(at + "adamw/step"),
                          read_shard(d, members, at + "adamw/exp_avg", span),
                          read_shard(d, members, at + "adamw/exp_avg_sq", span));

@@ -247,7 +247,12 @@ std::optional<Trainer::Resumed> Trainer::resume(const std::string& request) {
           log::warn("set aside {} as {}", bad, set_aside_checkpoint(bad, "rejected"));
         }
       }
-      last_checkpoint_step_ = step_;
+      // This run's directory holds that checkpoint: no need to write it again (a checkpoint
+      // of another run, e.g. one forked from it, is written anew when asked).
+      std::error_code ec;
+      if (fs::equivalent(fs::path(path).parent_path(), checkpoint_dir(), ec)) {
+        last_checkpoint_step_ = step_;
+      }
       return loaded;
     }
     if (request != "auto") {
