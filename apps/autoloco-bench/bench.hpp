@@ -25,6 +25,10 @@ struct Args {
   bool overlap = false;
   bool hf_step = false;
   bool shard = false;
+  // --shard: the topology.shard modes and model.recompute settings it compares (--modes,
+  // --recompute: comma-separated); empty: every mode, and the config's recompute.
+  std::vector<std::string> shard_modes;
+  std::vector<std::string> recompute;
   // --hf-step: the interpreter with torch and transformers (empty: scripts/hf-env.sh's venv, as
   // autoloco-prepare --tokenizer hf finds it), and the kind of its torch.optim.AdamW: fused (the
   // default of transformers' Trainer with torch >= 2.8, "adamw_torch_fused"), foreach, or default

@@ -8,7 +8,7 @@
 //   autoloco-bench --overlap [CONFIG.yaml] [--set k=v ...] [--steps N] [--warmup N]
 //                  [--repeats R]
 //   mpirun -n N autoloco-bench --shard [CONFIG.yaml] [--set k=v ...] [--steps N] [--warmup N]
-//                  [--repeats R]
+//                  [--repeats R] [--modes M,M...] [--recompute none,blocks]
 //   mpirun -n N autoloco-bench --comm [--ranks-per-dc R] [--sizes n1,n2,...] [--iters I]
 //                  [--warmup W] [--link-gbps B [--mtu M]]
 //   autoloco-bench --ckpt [--bytes N[K|M|G]] [--dir D] [--repeat R]
@@ -43,7 +43,7 @@ constexpr const char* kUsage =
     "       autoloco-bench --overlap [CONFIG.yaml] [--set k=v ...] [--steps N] [--warmup N] "
     "[--repeats R]\n"
     "       mpirun -n N autoloco-bench --shard [CONFIG.yaml] [--set k=v ...] [--steps N] "
-    "[--warmup N] [--repeats R]\n"
+    "[--warmup N] [--repeats R] [--modes none,gradients,full] [--recompute none,blocks]\n"
     "       mpirun -n N autoloco-bench --comm [--ranks-per-dc R] [--sizes n1,n2,...] "
     "[--iters I] [--warmup W] [--link-gbps B [--mtu M]]\n"
     "       autoloco-bench --ckpt [--bytes N[K|M|G]] [--dir D] [--repeat R]\n"
@@ -84,6 +84,17 @@ std::vector<int64_t> parse_sizes(const std::string& text) {
   }
   if (sizes.empty()) throw ConfigError("--sizes needs at least one size");
   return sizes;
+}
+
+// "a,b,c": its items, none empty.
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> items;
+  std::stringstream in(text);
+  for (std::string item; std::getline(in, item, ',');) {
+    if (item.empty()) throw ConfigError("an empty item in the list '" + text + "'");
+    items.push_back(item);
+  }
+  return items;
 }
 
 // "536870912", "512M", "1G", "64KiB": bytes (K, M, G, T are powers of 1024).
@@ -162,6 +173,10 @@ Args parse_args(int argc, char** argv) {
       a.warmup = parse_int(arg, value());
     } else if (arg == "--repeats" || arg == "--repeat") {
       a.repeats = parse_int(arg, value());
+    } else if (arg == "--modes") {
+      a.shard_modes = split_list(value());
+    } else if (arg == "--recompute") {
+      a.recompute = split_list(value());
     } else if (arg == "--ranks-per-dc") {
       a.ranks_per_dc = static_cast<int>(parse_int(arg, value()));
     } else if (arg == "--peak-tflops") {

@@ -1,13 +1,15 @@
-// autoloco-bench --shard: topology.shard (ZeRO stages 1 and 2 inside a dc) under mpirun. For
-// every ranks_per_dc R that divides the world (R = 1, 2, 4 on 4 ranks) and every mode (none,
-// optimizer, gradients) it builds the Trainer on synthetic tokens, runs --warmup steps (the
-// last of which ends a round: interval.H = --warmup) then --steps steps, and reports per mode
-// and R:
+// autoloco-bench --shard: topology.shard (ZeRO stages 1-3 inside a dc) and model.recompute
+// under mpirun. For every ranks_per_dc R that divides the world (R = 1, 2, 4 on 4 ranks), every
+// mode (none, optimizer, gradients, full; --modes) and recompute setting (--recompute) it builds
+// the Trainer on synthetic tokens, runs --warmup steps (the last of which ends a round:
+// interval.H = --warmup) then --steps steps, and reports per case:
 //  - the planned bytes per rank by class (memory_plan.hpp) and each rank's measured peak
-//    resident memory above what it held before the Trainer (VmHWM after clear_refs reset it),
-//    the largest rank's, and their ratio;
-//  - the median inner step (slowest rank) and its ratio to none at the same R, the modes taking
-//    turns --repeats times so that drifts of the machine fall on all of them alike;
+//    resident memory of the steps above what it held before the Trainer (VmHWM, reset by
+//    clear_refs once the Trainer is built: building the model holds it whole on the host
+//    once, in every mode, which the plan of the steps leaves out), the largest rank's, and their
+//    ratio;
+//  - the median inner step (slowest rank) and its ratio to none without recompute at the same
+//    R, the cases taking turns --repeats times so that drifts of the machine fall on all alike;
 //  - the intra-dc bytes per inner step each kind of collective was handed (Communicator::counted)
 //  and
 //    their bus bytes (nccl-tests' convention: an all-reduce moves 2 (R - 1) / R of its buffer
@@ -62,6 +64,7 @@ int64_t peak_since_reset() {
 struct Case {
   int members = 1;
   std::string mode;
+  std::string recompute;
   std::vector<double> step_s;  // the slowest rank's, per timed step, over all repeats
   int64_t baseline = 0;        // this rank's resident bytes before the Trainer
   int64_t peak = 0;            // this rank's peak above the baseline (the first repeat)
@@ -82,6 +85,7 @@ void run_case(Case& c, const std::vector<std::string>& base, const Args& args, b
   std::vector<std::string> overrides = base;
   overrides.push_back("topology.ranks_per_dc=" + std::to_string(c.members));
   overrides.push_back("topology.shard=" + c.mode);
+  overrides.push_back("model.recompute=" + c.recompute);
   const Config config = args.config_path.empty() ? parse_config("", overrides)
                                                  : load_config(args.config_path, overrides);
   MPI_Barrier(MPI_COMM_WORLD);
@@ -89,6 +93,8 @@ void run_case(Case& c, const std::vector<std::string>& base, const Args& args, b
   reset_peak();
   const int64_t baseline = resident_bytes();
   Trainer trainer(config, MPI_COMM_WORLD, {false, false});
+  keep_heap_honest();  // what building the model freed leaves the heap
+  reset_peak();
   for (int64_t i = 0; i < args.warmup; ++i)
     trainer.train_step();
   MPI_Barrier(MPI_COMM_WORLD);
@@ -105,12 +111,14 @@ void run_case(Case& c, const std::vector<std::string>& base, const Args& args, b
     inner.allreduce += after.allreduce - before.allreduce;
     inner.reduce_scatter += after.reduce_scatter - before.reduce_scatter;
     inner.allgather += after.allgather - before.allgather;
+    inner.alltoall += after.alltoall - before.alltoall;
     c.step_s.push_back(s);
     ++timed;
   }
   if (!measure) return;
   const int64_t n = std::max<int64_t>(1, timed);
-  c.per_step = {inner.allreduce / n, inner.reduce_scatter / n, inner.allgather / n};
+  c.per_step = {inner.allreduce / n, inner.reduce_scatter / n, inner.allgather / n,
+                inner.alltoall / n};
   c.baseline = baseline;
   c.peak = peak_since_reset() - baseline;
   int world = 1;
@@ -125,13 +133,17 @@ JsonObject case_json(const Case& c, const Case& none, MPI_Comm world) {
   MPI_Allgather(&c.peak, 1, MPI_INT64_T, peaks.data(), 1, MPI_INT64_T, world);
   const int64_t most = *std::max_element(peaks.begin(), peaks.end());
   const double r = c.members;
-  const double bus =
-      2.0 * (r - 1.0) / r * static_cast<double>(c.per_step.allreduce) +
-      (r - 1.0) / r * static_cast<double>(c.per_step.reduce_scatter + c.per_step.allgather);
+  auto bus_of = [&](const CollectiveBytes& b) {
+    return 2.0 * (r - 1.0) / r * static_cast<double>(b.allreduce) +
+           (r - 1.0) / r * static_cast<double>(b.reduce_scatter + b.allgather + b.alltoall);
+  };
+  const double bus = bus_of(c.per_step);
+  const double none_bus = bus_of(none.per_step);
   const double step = median(c.step_s);
   return JsonObject()
       .add("ranks_per_dc", int64_t{c.members})
       .add("shard", c.mode)
+      .add("recompute", c.recompute)
       .add("planned_bytes", memory_classes_json(c.planned))
       .add("measured_peak_bytes", peaks)
       .add("measured_peak_max_bytes", most)
@@ -143,7 +155,10 @@ JsonObject case_json(const Case& c, const Case& none, MPI_Comm world) {
                                           .add("allreduce", c.per_step.allreduce)
                                           .add("reduce_scatter", c.per_step.reduce_scatter)
                                           .add("allgather", c.per_step.allgather)
-                                          .add("bus_bytes", bus));
+                                          .add("alltoall", c.per_step.alltoall)
+                                          .add("bus_bytes", bus)
+                                          .add("bus_ratio_to_none",
+                                               none_bus > 0 ? bus / none_bus : -1.0));
 }
 
 }  // namespace
@@ -171,13 +186,22 @@ int shard(const Args& args) {
   overrides.push_back("interval.H=" + std::to_string(std::max<int64_t>(1, args.warmup)));
 
   std::vector<Case> cases;
+  const std::vector<std::string> modes =
+      args.shard_modes.empty() ? plan_shard_modes() : args.shard_modes;
+  const std::vector<std::string> recomputes =
+      args.recompute.empty() ? std::vector<std::string>{probe.model.recompute} : args.recompute;
   for (const int members : {1, 2, 4, 8}) {
     if (members > world || world % members != 0) continue;
-    for (const std::string& mode : plan_shard_modes()) {
-      Case c;
-      c.members = members;
-      c.mode = mode;
-      cases.push_back(c);
+    for (const std::string& recompute : recomputes) {
+      for (const std::string& mode : modes) {
+        // A dc of one rank runs every sharded mode as none.
+        if (members == 1 && mode != "none") continue;
+        Case c;
+        c.members = members;
+        c.mode = mode;
+        c.recompute = recompute;
+        cases.push_back(c);
+      }
     }
   }
   for (int64_t repeat = 0; repeat < args.repeats; ++repeat) {
@@ -186,9 +210,14 @@ int shard(const Args& args) {
   }
   std::vector<JsonObject> results;
   for (const Case& c : cases) {
-    const auto none = std::find_if(cases.begin(), cases.end(), [&](const Case& o) {
-      return o.members == c.members && o.mode == "none";
+    // The baseline: none without recompute at the same R (or the first case of that R).
+    auto none = std::find_if(cases.begin(), cases.end(), [&](const Case& o) {
+      return o.members == c.members && o.mode == "none" && o.recompute == "none";
     });
+    if (none == cases.end()) {
+      none = std::find_if(cases.begin(), cases.end(),
+                          [&](const Case& o) { return o.members == c.members; });
+    }
     results.push_back(case_json(c, *none, MPI_COMM_WORLD));
   }
   if (rank == 0) {
