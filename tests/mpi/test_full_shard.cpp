@@ -1,6 +1,6 @@
 // topology.shard full (ZeRO stage 3: the parameters sharded, each unit gathered for its forward
-// and its backward) and model.recompute blocks: the same run unsharded and fully sharded, with
-// and without recomputation, ends with the same anchor within fp32 rounding, for 2 dcs of 2
+// and its backward) and model.recompute blocks: the same run unsharded, with stage 2 and fully
+// sharded, with and without recomputation, ends with the same anchor within fp32 rounding, for 2 dcs of 2
 // members and of 3 (a buffer that 3 does not divide), with DiLoCo and with AutoLoCo + overlap +
 // 4 fragments + an int4 wire with error feedback (the fragments' outer elements then come from
 // other members' parameter shards).
@@ -69,9 +69,9 @@ void check_full(int members, Variant v, const std::string& what, double anchor_b
                 double eval_bound) {
   const SharedCorpus corpus("full-" + what + std::to_string(members));
   const Outcome none = train(full_config(corpus, members, v, "none", "none"));
-  for (const std::string shard : {"none", "full"}) {
+  for (const std::string shard : {"none", "gradients", "full"}) {
     for (const std::string recompute : {"none", "blocks"}) {
-      if (shard == "none" && recompute == "none") continue;
+      if (shard != "full" && recompute == "none") continue;  // test_shard.cpp's
       const Outcome other = train(full_config(corpus, members, v, shard, recompute));
       const double diff = (none.anchor - other.anchor).abs().max().item<double>();
       INFO(what << " on 2 dcs x " << members << " members, topology.shard " << shard
