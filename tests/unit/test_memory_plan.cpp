@@ -46,10 +46,10 @@ TEST_CASE("plan: a small model's classes on the cpu, worked out by hand", "[plan
   CHECK(m.outer_state == 8 * kSmallP);  // anchor and momentum
   CHECK(m.residuals == 0);
   CHECK(m.buffers == 4 * kSmallP + 4 * kSmallP);  // host staging of Δ, the Nesterov scratch
-  // 2 layers x s b d (34 + 5 a s / d) = 2 x 8 x 4 x 16 x (34 + 5) at 16 bits; fp32 doubles it.
-  CHECK(m.activations == 2 * 2 * 8 * 4 * 16 * 39);
+  // 2 layers x s b d (32 + 4 a s / d) = 2 x 8 x 4 x 16 x (32 + 4) at 16 bits; fp32 doubles it.
+  CHECK(m.activations == 2 * 2 * 8 * 4 * 16 * 36);
   CHECK(m.host == 0);
-  CHECK(m.total() == 36 * kSmallP + 79872);
+  CHECK(m.total() == 36 * kSmallP + 73728);
   CHECK(m.device() == m.total());
 }
 
@@ -112,7 +112,7 @@ TEST_CASE("plan: full sharding and recompute on the small model, worked out by h
   CHECK(plan_memory(c, "full", 1, false).total() == plan_memory(c, "none", 1, false).total());
   // Recomputed blocks keep their inputs (s b d each) and one block's activations, in fp32 here.
   const MemoryClasses blocks = plan_memory(small({"model.recompute=blocks"}), "none", 1, false);
-  CHECK(blocks.activations == 2 * (8 * 4 * 16 * 39 + 2 * 8 * 4 * 16 * 2));
+  CHECK(blocks.activations == 2 * (8 * 4 * 16 * 36 + 2 * 8 * 4 * 16 * 2));
   CHECK(blocks.activations < plan_memory(c, "none", 1, false).activations);
 }
 
@@ -151,7 +151,7 @@ TEST_CASE("plan: what the config changes: sgd, local_sgd, ddp, instances, adloco
   // and the reduce-scatter's scratch (NCCL: no ring), and the Nesterov scratch beside the outer
   // state (on the device for a model this small)
   CHECK(g.buffers == 8 * S + 4 * S + 4 * S);
-  CHECK(g.activations == 2 * 8 * 4 * 16 * 39);
+  CHECK(g.activations == 2 * 8 * 4 * 16 * 36);
   CHECK(g.host == 4 * S);
   CHECK(plan_memory(small({"inner.adamw=flat"}), "optimizer", 2, true).optimizer == 12 * S);
   const MemoryClasses h = plan_memory(small({"outer.state_device=cpu"}), "optimizer", 2, true);
@@ -165,13 +165,13 @@ TEST_CASE("plan: what the config changes: sgd, local_sgd, ddp, instances, adloco
 TEST_CASE("plan: the gpt2 and llama-3-8b presets' totals from the formula", "[plan]") {
   // gpt2 on the cpu, 4 ranks per dc, shard gradients: 4 P + 4 S + 12 S + 8 S + 4 S + two
   // buckets of 2^22 floats and the reduce-scatter's scratch and ring chunks (3 x 2^22 / 4) +
-  // activations 12 layers x 1024 x 8 x 768 x (34 + 5 x 12 x 1024 / 768) x 2.
+  // activations 12 layers x 1024 x 8 x 768 x (32 + 4 x 12 x 1024 / 768) x 2.
   const Config gpt2 = parse_config("", {"model.preset=gpt2", "data.batch_size=8",
                                         "outer.momentum=0.9", "batch.controller=fixed"});
   const int64_t P2 = 124'439'808;
   REQUIRE(parameter_count(gpt2.model) == P2);
   const int64_t S2 = ceil_div(P2, 4);
-  const int64_t act2 = int64_t{12} * 1024 * 8 * 768 * (34 + 80) * 2;
+  const int64_t act2 = int64_t{12} * 1024 * 8 * 768 * (32 + 64) * 2;
   const int64_t nesterov = 4 * (int64_t{1} << 22);  // the outer step's scratch, one chunk
   CHECK(plan_memory(gpt2, "gradients", 4, false).total() ==
         4 * P2 + 28 * S2 + 2 * 4 * (int64_t{1} << 22) + 3 * (int64_t{1} << 22) + nesterov + act2);
@@ -179,14 +179,14 @@ TEST_CASE("plan: the gpt2 and llama-3-8b presets' totals from the formula", "[pl
 
   // llama-3-8b on a GPU, 8 ranks per dc: the outer state goes to the host above 2^30
   // parameters (outer.state_device auto). One sequence of 2048 tokens at bf16:
-  // 32 layers x 2048 x 4096 x (34 + 5 x 32 x 2048 / 4096) bytes.
+  // 32 layers x 2048 x 4096 x (32 + 4 x 32 x 2048 / 4096) bytes.
   const Config llama =
       parse_config("", {"model.preset=llama-3-8b", "run.device=cuda", "data.batch_size=1",
                         "outer.momentum=0.9", "batch.controller=fixed", "outer.state_device=auto"});
   const int64_t P8 = 8'030'261'248;
   REQUIRE(parameter_count(llama.model) == P8);
   const int64_t S8 = ceil_div(P8, 8);
-  const int64_t act8 = 30'601'641'984;
+  const int64_t act8 = 25'769'803'776;
   const MemoryClasses none = plan_memory(llama, "none", 8, true);
   CHECK(none.activations == act8);
   CHECK(none.total() == 4 * P8 + 4 * P8 + 8 * P8 + 8 * P8 + 8 * P8 + nesterov + act8);

@@ -82,7 +82,9 @@ int64_t activation_bytes(const ModelConfig& m, int64_t micro_batch, bool half) {
   const double b = static_cast<double>(micro_batch);
   const double d = static_cast<double>(m.d_model);
   const double a = static_cast<double>(m.n_head);
-  const double per_layer = s * b * d * (34.0 + 5.0 * a * s / d);
+  // Korthikanti et al.'s Eq. 2 less its three dropout masks (a s² b + 2 s b d bytes): no block
+  // of ours has dropout.
+  const double per_layer = s * b * d * (32.0 + 4.0 * a * s / d);
   const double layers = m.recompute == "blocks" ? 1.0 : static_cast<double>(m.n_layer);
   // Recomputed blocks keep their input (s b d values each) and one block's activations exist
   // at a time, while backward runs its forward again.
