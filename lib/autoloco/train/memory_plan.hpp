@@ -58,9 +58,9 @@ MemoryClasses plan_memory(const Config& config, const std::string& shard, int ra
 // Korthikanti et al. 2022 (Eq. 2, no tensor or sequence parallelism, no recomputation) without
 // its dropout masks, which our blocks do not have: s b d (32 + 4 a s / d) bytes per layer at 16
 // bits, twice that when activations are fp32 (`half` false). Their GPT block has a 4 d MLP and
-// stores the a s² attention scores; a llama block's SwiGLU width, a fused attention kernel that keeps no scores, and the
-// logits (s b vocab) are not in it: an estimate. With model.recompute blocks a block keeps its
-// input (s b d values) and one block's activations exist at a time.
+// stores the a s² attention scores; a llama block's SwiGLU width, a fused attention kernel that
+// keeps no scores, and the logits (s b vocab) are not in it: an estimate. With model.recompute
+// blocks a block keeps its input (s b d values) and one block's activations exist at a time.
 int64_t activation_bytes(const ModelConfig& model, int64_t micro_batch, bool half);
 
 // One sync on the inter-dc link (or, for outer.method ddp, one step's gradient all-reduce).
