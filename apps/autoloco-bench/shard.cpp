@@ -151,14 +151,14 @@ JsonObject case_json(const Case& c, const Case& none, MPI_Comm world) {
            static_cast<double>(most) / static_cast<double>(c.planned.total()))
       .add("inner_step_s", step)
       .add("inner_step_ratio_to_none", median(none.step_s) / step)
-      .add("intra_dc_bytes_per_step", JsonObject()
-                                          .add("allreduce", c.per_step.allreduce)
-                                          .add("reduce_scatter", c.per_step.reduce_scatter)
-                                          .add("allgather", c.per_step.allgather)
-                                          .add("alltoall", c.per_step.alltoall)
-                                          .add("bus_bytes", bus)
-                                          .add("bus_ratio_to_none",
-                                               none_bus > 0 ? bus / none_bus : -1.0));
+      .add("intra_dc_bytes_per_step",
+           JsonObject()
+               .add("allreduce", c.per_step.allreduce)
+               .add("reduce_scatter", c.per_step.reduce_scatter)
+               .add("allgather", c.per_step.allgather)
+               .add("alltoall", c.per_step.alltoall)
+               .add("bus_bytes", bus)
+               .add("bus_ratio_to_none", none_bus > 0 ? bus / none_bus : -1.0));
 }
 
 }  // namespace
