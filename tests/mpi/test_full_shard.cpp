@@ -1,9 +1,9 @@
 // topology.shard full (ZeRO stage 3: the parameters sharded, each unit gathered for its forward
 // and its backward) and model.recompute blocks: the same run unsharded, with stage 2 and fully
-// sharded, with and without recomputation, ends with the same anchor within fp32 rounding, for 2 dcs of 2
-// members and of 3 (a buffer that 3 does not divide), with DiLoCo and with AutoLoCo + overlap +
-// 4 fragments + an int4 wire with error feedback (the fragments' outer elements then come from
-// other members' parameter shards).
+// sharded, with and without recomputation, ends with the same anchor within fp32 rounding, for
+// 2 dcs of 2 members and of 3 (a buffer that 3 does not divide), with DiLoCo and with AutoLoCo +
+// overlap + 4 fragments + an int4 wire with error feedback (the fragments' outer elements then
+// come from other members' parameter shards).
 // LibTorch first: Debian's LibTorch pulls in glog, whose CHECK would replace Catch's.
 #include <torch/torch.h>
 #include <catch2/catch.hpp>
