@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "../support/anchor_outcome.hpp"
 #include "../support/resume_check.hpp"
 #include "../support/shared_corpus.hpp"
 
@@ -49,18 +50,8 @@ Config full_config(const SharedCorpus& corpus, int members, Variant v, const std
   return c;
 }
 
-struct Outcome {
-  torch::Tensor anchor;
-  double eval_loss = NAN;
-  int64_t rounds = 0;
-};
-
-Outcome train(const Config& c) {
-  TrainerOptions o(/*write_run_directory=*/false, /*print_progress=*/false);
-  Trainer trainer(c, MPI_COMM_WORLD, o);
-  const TrainSummary s = trainer.train();
-  return {trainer.anchor().clone(), s.final_eval_loss, s.rounds};
-}
+using test::Outcome;
+constexpr auto train = test::train_outcome;
 
 // SGD keeps a difference of rounding at the rounding's size: the full mode adds the members'
 // gradients unit by unit and micro-batch by micro-batch, where the unsharded step adds each

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "../support/anchor_outcome.hpp"
 #include "../support/resume_check.hpp"
 #include "../support/shared_corpus.hpp"
 
@@ -51,18 +52,8 @@ Config shard_config(const SharedCorpus& corpus, int members, Variant v, const st
   return c;
 }
 
-struct Outcome {
-  torch::Tensor anchor;
-  double eval_loss = NAN;
-  int64_t rounds = 0;
-};
-
-Outcome train(const Config& c) {
-  TrainerOptions o(/*write_run_directory=*/false, /*print_progress=*/false);
-  Trainer trainer(c, MPI_COMM_WORLD, o);
-  const TrainSummary s = trainer.train();
-  return {trainer.anchor().clone(), s.final_eval_loss, s.rounds};
-}
+using test::Outcome;
+constexpr auto train = test::train_outcome;
 
 // What a sharded run must match the unsharded one to.
 struct Bound {
