@@ -8,6 +8,8 @@
 #include <sys/wait.h>
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -340,4 +342,51 @@ TEST_CASE("e2e: autoloco-ckpt reads a sharded checkpoint as the unsharded one", 
   const std::string tensors = read_text(hf_sharded + "/model.safetensors");
   CHECK(!tensors.empty());
   CHECK(tensors == read_text(hf_whole + "/model.safetensors"));
+}
+
+// topology.shard full: no dc file holds the replica; each member's rank file holds its shard,
+// and the tool assembles them.
+TEST_CASE("e2e: autoloco-ckpt exports a fully sharded replica from its members' pieces",
+          "[e2e][ckpt]") {
+  const autoloco::test::TempDir tmp("e2e-ckpt-tool-full");
+  const std::string dir = tmp.str();
+  autoloco::test::write_tiny_corpus(dir + "/data");
+  const std::string run = train_sharded_run(dir, "full");
+  const std::string ckpt = run + "/checkpoints/step_3";
+  std::vector<float> replica;
+  {
+    const autoloco::H5Reader global(ckpt + "/global.h5");
+    const autoloco::H5Reader dc(ckpt + "/dc_0.h5");
+    REQUIRE(!dc.has("replica/values"));
+    replica.assign(static_cast<size_t>(global.read_int("model/numel")), NAN);
+    for (const char* file : {"/rank_0.h5", "/rank_1.h5"}) {
+      const autoloco::H5Reader rank(ckpt + file);
+      REQUIRE(rank.has("replica/values_ranges"));
+      const std::vector<int64_t> ranges = rank.read_i64("replica/values_ranges");
+      const std::vector<float> values = rank.read_f32("replica/values");
+      REQUIRE(ranges.size() == 2);  // one run: the member's shard
+      std::copy(values.begin(), values.end(), replica.begin() + ranges[0]);
+    }
+  }
+  const ToolResult verify = ckpt_tool(dir, "verify " + ckpt);
+  INFO(verify.out << verify.err);
+  CHECK(verify.code == 0);
+  const std::string out = dir + "/replica.h5";
+  const ToolResult exported = ckpt_tool(dir, "export --replica 0 " + ckpt + " " + out);
+  INFO(exported.out << exported.err);
+  REQUIRE(exported.code == 0);
+  CHECK(exported.out.find("replica/values of dc 0 (assembled from 2 rank files)") !=
+        std::string::npos);
+  const autoloco::H5Reader global(ckpt + "/global.h5");
+  const autoloco::H5Reader b(out);
+  for (const Param& p : parameters(global.read_string("model/parameters"))) {
+    INFO(p.name);
+    const std::vector<float> got = b.read_f32(p.name);
+    REQUIRE(static_cast<int64_t>(got.size()) == p.numel);
+    CHECK(std::memcmp(got.data(), replica.data() + p.offset, got.size() * sizeof(float)) == 0);
+  }
+  const ToolResult hf =
+      ckpt_tool(dir, "export --format hf --no-tokenizer " + ckpt + " " + dir + "/hf-full");
+  INFO(hf.out << hf.err);
+  CHECK(hf.code == 0);
 }
