@@ -322,10 +322,9 @@ class PendingGatherv final : public Communicator::Pending {
         displs_(std::move(displs)),
         policy_(std::move(policy)),
         members_(std::move(members)) {}
-  ~PendingGatherv() override {
-    // Abandoned while an error unwinds: the job ends, and MPI_Abort reclaims the request.
-    if (request_ != MPI_REQUEST_NULL) MPI_Request_free(&request_);
-  }
+  // Abandoned while an error unwinds, a request in flight is left to MPI_Abort, which ends the
+  // job: MPI forbids freeing a non-blocking collective's request, and waiting could hang.
+  ~PendingGatherv() override = default;
 
   void wait() override {
     if (request_ == MPI_REQUEST_NULL) return;

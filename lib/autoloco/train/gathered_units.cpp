@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <exception>
 #include <string>
 
 #include "autoloco/train/precision.hpp"
@@ -113,7 +114,9 @@ GatheredUnits::GatheredUnits(DecoderImpl& model, FlatParams& params, Communicato
 }
 
 GatheredUnits::~GatheredUnits() {
-  // A gather in flight writes into the storage: it lands before the storage goes.
+  // A gather in flight writes into the storage: it lands before the storage goes. While an
+  // error unwinds the peers may never join it; the job is ending (main's MPI_Abort), so no wait.
+  if (std::uncaught_exceptions() > 0) return;
   for (Unit& u : units_) {
     for (auto& p : u.pending)
       p->wait();
