@@ -151,6 +151,7 @@ void GatheredUnits::build_units(const std::vector<ParamSlice>& slices) {
         if (s.offset >= u.ranges[r].offset && s.offset < u.ranges[r].end())
           at = u.at[r] + s.offset - u.ranges[r].offset;
       }
+      u.param_at.push_back(at);
       torch::Tensor p = parameters[i];
       p.set_data(u.storage.narrow(0, at, s.numel).view(s.shape));
     }
@@ -307,15 +308,9 @@ void GatheredUnits::reduce(int64_t unit, const std::vector<torch::Tensor>& grads
     }
     torch::Tensor buffer = grad_.narrow(0, 0, u.numel);
     const auto& slices = params_.slices();
-    for (const size_t i : u.params) {
+    for (size_t j = 0; j < u.params.size(); ++j) {
       const torch::Tensor& g = grads.at(next++);
-      const ParamSlice& s = slices[i];
-      int64_t at = 0;
-      for (size_t r = 0; r < u.ranges.size(); ++r) {
-        if (s.offset >= u.ranges[r].offset && s.offset < u.ranges[r].end())
-          at = u.at[r] + s.offset - u.ranges[r].offset;
-      }
-      torch::Tensor slot = buffer.narrow(0, at, s.numel);
+      torch::Tensor slot = buffer.narrow(0, u.param_at[j], slices[u.params[j]].numel);
       if (g.defined()) {
         slot.copy_(g.reshape({-1}));
       } else {

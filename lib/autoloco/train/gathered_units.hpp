@@ -79,9 +79,10 @@ class GatheredUnits final : public UnitRunner {
     std::vector<FlatRange> ranges;  // one or two runs of the layout
     std::vector<int64_t> at;        // where each run starts in the storage
     int64_t numel = 0;
-    std::vector<size_t> params;  // indices into FlatParams::parameters()
-    torch::Tensor storage;       // numel floats; its memory freed while released
-    int users = 0;               // execution units holding it gathered
+    std::vector<size_t> params;     // indices into FlatParams::parameters()
+    std::vector<int64_t> param_at;  // where each of them starts in the storage
+    torch::Tensor storage;          // numel floats; its memory freed while released
+    int users = 0;                  // execution units holding it gathered
     std::vector<std::unique_ptr<Communicator::Pending>> pending;  // a gather in flight
     std::optional<c10::Event> gathered;                           // on a GPU: its side stream's
     int64_t reduced = 0;                                          // reductions this step
