@@ -3,7 +3,8 @@
 // sharded, with and without recomputation, ends with the same anchor within fp32 rounding, for
 // 2 dcs of 2 members and of 3 (a buffer that 3 does not divide), with DiLoCo and with AutoLoCo +
 // overlap + 4 fragments + an int4 wire with error feedback (the fragments' outer elements then
-// come from other members' parameter shards).
+// come from other members' parameter shards), and with AdLoCo's adaptive batch (whose gradient
+// samples the members take apart from their shards).
 // LibTorch first: Debian's LibTorch pulls in glog, whose CHECK would replace Catch's.
 #include <torch/torch.h>
 #include <catch2/catch.hpp>
@@ -15,13 +16,15 @@
 #include "../support/anchor_outcome.hpp"
 #include "../support/resume_check.hpp"
 #include "../support/shared_corpus.hpp"
+#include "autoloco/ckpt/h5_file.hpp"
+#include "autoloco/ckpt/layout.hpp"
 
 using namespace autoloco;
 using test::SharedCorpus;
 
 namespace {
 
-enum class Variant { diloco, streaming };
+enum class Variant { diloco, streaming, adloco };
 
 Config full_config(const SharedCorpus& corpus, int members, Variant v, const std::string& shard,
                    const std::string& recompute) {
@@ -45,6 +48,14 @@ Config full_config(const SharedCorpus& corpus, int members, Variant v, const std
     c.outer.fragments = 4;
     c.outer.wire_dtype = "int4";
     c.outer.error_feedback = true;
+  }
+  if (v == Variant::adloco) {
+    c.data.batch_size = 2;
+    c.batch.controller = "adloco";
+    c.batch.theta = 0.05;  // asks for far more than the noise needs: grows every round
+    c.batch.max_growth = 1.5;
+    c.batch.max_batch = 6;
+    c.batch.max_micro_batch = 2;  // every step accumulates micro-batches
   }
   validate(c);
   return c;
@@ -93,6 +104,49 @@ TEST_CASE("full sharding matches none on 2 dcs x 3 members (uneven shards)",
           "[np=6][shard][full]") {
   check_full(3, Variant::diloco, "diloco", 1e-5, 1e-5);
   check_full(3, Variant::streaming, "streaming", 0.02, 1e-3);
+}
+
+namespace {
+
+// This rank's sums of the round's gradient samples (NoiseSums) in the checkpoint of step `step`.
+std::vector<double> noise_sums(const Config& c, int64_t step) {
+  const std::string dir = test::run_dir(c) + "/checkpoints/" + checkpoint_name(step);
+  return H5Reader(dir + "/" + rank_file(test::world_rank())).read_f64("round/noise_sums");
+}
+
+}  // namespace
+
+// No member of a fully sharded dc holds a whole gradient: each keeps every member's own gradient
+// on its shard, and the products of the batch test (‖g_m‖², ⟨g_m, ḡ⟩, ‖ḡ‖²) are summed over
+// the shards. The sums a round has gathered in the middle of it (in the checkpoint) are those of
+// the unsharded run up to the order of their additions, so the batches grow alike.
+TEST_CASE("full sharding takes AdLoCo's gradient samples as the unsharded run does",
+          "[np=4][shard][full][adloco]") {
+  const SharedCorpus corpus("full-adloco");
+  auto config = [&](const std::string& shard, const std::string& name = "whole") {
+    Config c = full_config(corpus, 2, Variant::adloco, shard, "blocks");
+    c.run.name = "adloco-" + shard + "-" + name;
+    c.ckpt.every_minutes = 0;
+    c.ckpt.keep_last = 10;
+    return c;
+  };
+  const TrainSummary none = test::run(config("none"));
+  const TrainSummary full = test::run(config("full"));
+  CHECK(full.rounds == none.rounds);
+  CHECK(full.final_batch == none.final_batch);
+  REQUIRE(none.final_batch.size() == 2);
+  CHECK(none.final_batch[0] > config("none").data.batch_size * config("none").data.grad_accum);
+  CHECK(std::abs(full.final_eval_loss - none.final_eval_loss) <= 1e-4);
+  test::run(config("none", "cut"), "", 14);
+  test::run(config("full", "cut"), "", 14);
+  const std::vector<double> a = noise_sums(config("none", "cut"), 14);
+  const std::vector<double> b = noise_sums(config("full", "cut"), 14);
+  REQUIRE(a.size() == b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    INFO("round/noise_sums[" << i << "] of world rank " << test::world_rank());
+    CHECK(b[i] == Approx(a[i]).epsilon(1e-4));
+  }
+  CHECK(a[1] > 0.0);  // the member's ‖g_m‖² summed over the round's steps so far
 }
 
 namespace {

@@ -130,12 +130,23 @@ TEST_CASE("sharded modes match none on 2 dcs x 3 members (uneven shards) with SG
   check_modes(3, Variant::streaming, "streaming-sgd", {2e-3, 1e-4}, sgd);
 }
 
+// AdamW with an int4 wire compounds both amplifications: a last-bit difference moves an element
+// by up to lr, which may cross a quantisation boundary and move it a whole int4 step, round after
+// round. LibTorch 2.11 ended such a run 0.013 apart in eval loss, and 0.087 apart once the
+// decoder ran by units (issue 34: other kernels' rounding, the same arithmetic), so the bound
+// measured chaos, not the sharding. The streaming AdamW run therefore sends fp32: int4 with error
+// feedback on uneven shards is the SGD case's, and AdamW with int4 the 2-member case's (bitwise).
+void clip_fp32_wire(Config& c) {
+  clip(c);
+  c.outer.wire_dtype = "fp32";
+  c.outer.error_feedback = false;
+}
+
 TEST_CASE("sharded modes match none on 2 dcs x 3 members (uneven shards) with AdamW",
           "[np=6][shard]") {
-  // LibTorch 1.13 measured 0.0095 / 0.005 (DiLoCo) and 0.023 / 0.006 (the int4 run); 2.11's
-  // kernels round otherwise, and its int4 run ended 0.013 apart in loss.
+  // LibTorch 1.13 measured 0.0095 / 0.005 (DiLoCo); 2.11's kernels round otherwise.
   check_modes(3, Variant::diloco, "diloco", {0.05, 0.02}, clip);
-  check_modes(3, Variant::streaming, "streaming", {0.1, 0.03}, clip);
+  check_modes(3, Variant::streaming, "streaming", {0.05, 0.02}, clip_fp32_wire);
 }
 
 // Checkpoints hold the sharded state whole, so a run may change topology.shard when it resumes:

@@ -137,11 +137,21 @@ TEST_CASE("plan: what the config changes: sgd, local_sgd, ddp, instances, adloco
   const Config adloco = small({"batch.controller=adloco", "batch.instances=3"});
   const MemoryClasses a = plan_memory(adloco, "gradients", 2, false);
   CHECK(a.parameters == 3 * 4 * kSmallP);
-  CHECK(a.gradients == 3 * 4 * ceil_div(kSmallP, 2));
+  // The test needs the whole gradient: stage 2 runs as stage 1 (effective_shard_mode).
+  CHECK(a.gradients == 3 * 4 * kSmallP);
   CHECK(a.optimizer == 3 * 12 * ceil_div(kSmallP, 2));
-  // staging, the Nesterov scratch and the whole gradient sample: AdLoCo keeps the gradient
-  // whole (no buckets)
-  CHECK(a.buffers == 8 * ceil_div(kSmallP, 2) + 4 * kSmallP);
+  // staging, the Nesterov scratch and each instance's whole gradient sample: AdLoCo keeps the
+  // gradient whole (no buckets)
+  CHECK(a.buffers == 8 * ceil_div(kSmallP, 2) + 3 * 4 * kSmallP);
+  // Stage 3 keeps the gradient's shard, and every member's own gradient on it as the sample
+  // (R rows of S), filled through an all-to-all scratch of R parts of the largest unit instead of
+  // the reduce-scatter's scratch and its two ring chunks.
+  CHECK(plan_memory(adloco, "full", 2, false).gradients == 3 * 4 * ceil_div(kSmallP, 2));
+  const MemoryClasses f = plan_memory(small({"batch.controller=adloco"}), "full", 2, false);
+  const MemoryClasses f_fixed = plan_memory(small(), "full", 2, false);
+  const int64_t U = largest_execution_unit(small().model);
+  CHECK(f.buffers - f_fixed.buffers ==
+        4 * 2 * ceil_div(kSmallP, 2) + 4 * 2 * ceil_div(U, 2) - (4 + 8) * ceil_div(U, 2));
 
   // A GPU: the fused AdamW keeps no denominator, a device snapshot joins the host staging, bf16
   // activations; the outer state on the host when outer.state_device says so.

@@ -16,8 +16,11 @@
 namespace autoloco {
 
 // `params` keeps this member's span of `intra`'s split (FlatParams' full-shard constructor);
-// the model's runner becomes the gathered units.
+// the model's runner becomes the gathered units. With `samples` (the adaptive batch's tests) each
+// member also keeps every member's own gradient on its shard: [members, shard] floats, about one
+// whole gradient, for the tests' products (InnerShard::sample_products).
 std::unique_ptr<InnerShard> make_full_shard(DecoderImpl& model, FlatParams& params,
-                                            Communicator& intra, Recompute recompute, bool bf16);
+                                            Communicator& intra, Recompute recompute, bool bf16,
+                                            bool samples);
 
 }  // namespace autoloco

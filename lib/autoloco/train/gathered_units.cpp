@@ -96,12 +96,13 @@ c10::impl::DeviceGuardImplInterface const* guard_impl(torch::Device device) {
 
 GatheredUnits::GatheredUnits(DecoderImpl& model, FlatParams& params, Communicator& intra,
                              ShardSpan span, torch::Tensor shard_grads, Recompute recompute,
-                             bool bf16)
+                             bool bf16, torch::Tensor pieces)
     : model_(model),
       params_(params),
       intra_(intra),
       span_(span),
       shard_grads_(std::move(shard_grads)),
+      pieces_(std::move(pieces)),
       recompute_(recompute),
       bf16_(bf16),
       device_(params.values().device()) {
@@ -322,9 +323,15 @@ void GatheredUnits::reduce(int64_t unit, const std::vector<torch::Tensor>& grads
 }
 
 void GatheredUnits::reduce_unit(Unit& u, const torch::Tensor& grad) {
-  const Watch watch("the intra-dc gradient reduce-scatter of a unit (topology.shard full)");
+  const Watch watch(pieces_.defined()
+                        ? "the intra-dc gradient all-to-all of a unit (topology.shard full, adloco)"
+                        : "the intra-dc gradient reduce-scatter of a unit (topology.shard full)");
   for (size_t r = 0; r < u.ranges.size(); ++r) {
     const FlatRange& run = u.ranges[r];
+    if (pieces_.defined()) {
+      exchange_run(run, grad.data_ptr<float>() + u.at[r]);
+      continue;
+    }
     const std::vector<size_t> counts = span_.split(run.offset, run.numel);
     const auto most = static_cast<int64_t>(*std::max_element(counts.begin(), counts.end()));
     const auto mine = static_cast<int64_t>(counts[static_cast<size_t>(span_.member)]);
@@ -339,6 +346,23 @@ void GatheredUnits::reduce_unit(Unit& u, const torch::Tensor& grad) {
     }
   }
   ++u.reduced;
+}
+
+void GatheredUnits::exchange_run(const FlatRange& run, const float* grad) {
+  // The reduce-scatter's bytes, each member's part kept apart: member m's row of this member's
+  // pieces is m's own gradient, which the batch tests compare with the mean.
+  const std::vector<size_t> counts = span_.split(run.offset, run.numel);
+  const size_t mine = counts[static_cast<size_t>(span_.member)];
+  const std::vector<size_t> from(static_cast<size_t>(span_.members), mine);
+  const auto members = static_cast<int64_t>(span_.members);
+  const auto n = static_cast<int64_t>(mine);
+  if (!scratch_.defined() || scratch_.numel() < members * n) {
+    scratch_ = torch::empty({members * n}, pieces_.options());
+  }
+  intra_.alltoallv(grad, counts, scratch_.data_ptr<float>(), from, DType::f32);
+  if (n == 0) return;
+  const int64_t at = std::max(run.offset, span_.begin()) - span_.begin();
+  pieces_.narrow(1, at, n).add_(scratch_.narrow(0, 0, members * n).view({members, n}));
 }
 
 int64_t GatheredUnits::largest_unit_bytes() const {

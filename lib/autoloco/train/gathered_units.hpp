@@ -35,9 +35,13 @@ class GatheredUnits final : public UnitRunner {
  public:
   // `params` keeps `span` (FlatParams' full-shard constructor); `shard_grads` (span.count()
   // floats) receives this member's sum over the dc of each micro-batch's gradient. The
-  // module's parameters are re-pointed into the units' storage, which starts freed.
+  // module's parameters are re-pointed into the units' storage, which starts freed. With
+  // `pieces` ([members, span.count()] floats) the gradients travel by an all-to-all instead of a
+  // reduce-scatter and row m accumulates member m's own gradient on this shard, unsummed (the
+  // adaptive batch's gradient samples); shard_grads is then left to the caller.
   GatheredUnits(DecoderImpl& model, FlatParams& params, Communicator& intra, ShardSpan span,
-                torch::Tensor shard_grads, Recompute recompute, bool bf16);
+                torch::Tensor shard_grads, Recompute recompute, bool bf16,
+                torch::Tensor pieces = {});
   ~GatheredUnits() override;
   GatheredUnits(const GatheredUnits&) = delete;
   GatheredUnits& operator=(const GatheredUnits&) = delete;
@@ -95,19 +99,21 @@ class GatheredUnits final : public UnitRunner {
   void start_gather(Unit& u);
   void finish_gather(Unit& u);
   void reduce_unit(Unit& u, const torch::Tensor& grad);
+  void exchange_run(const FlatRange& run, const float* grad);
 
   DecoderImpl& model_;
   FlatParams& params_;
   Communicator& intra_;
   ShardSpan span_;
   torch::Tensor shard_grads_;
+  torch::Tensor pieces_;  // [members, shard]: each member's gradient on this shard, or none
   Recompute recompute_;
   bool bf16_;
   torch::Device device_;
   std::vector<Unit> units_;
   torch::Tensor gate_;     // a leaf that requires grad: every unit's function gets a backward
   torch::Tensor grad_;     // a unit's gradient in its storage's layout (reused)
-  torch::Tensor scratch_;  // a reduce-scatter's output
+  torch::Tensor scratch_;  // a reduce-scatter's output (an all-to-all's: every member's part)
   std::optional<c10::Stream> side_;  // a GPU's stream for the gathers
   int64_t staging_bytes_ = 0;
   int64_t peak_staging_bytes_ = 0;

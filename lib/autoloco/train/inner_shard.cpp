@@ -131,12 +131,6 @@ const char* shard_mode_name(ShardMode mode) {
 ShardMode effective_shard_mode(ShardMode configured, int members, bool needs_full_gradient) {
   if (members == 1) return ShardMode::none;
   if (configured == ShardMode::gradients && needs_full_gradient) return ShardMode::optimizer;
-  if (configured == ShardMode::full && needs_full_gradient) {
-    throw ConfigError(
-        "topology.shard full: the batch controller's test needs the dc's whole mean gradient, "
-        "which no member of a fully sharded dc holds; use topology.shard gradients (which keeps "
-        "it for the test) or a batch controller without the test");
-  }
   return configured;
 }
 

@@ -36,8 +36,7 @@ ShardMode parse_shard_mode(const std::string& name);
 const char* shard_mode_name(ShardMode mode);
 
 // The mode an instance runs: `configured` (topology.shard) as far as the dc and the batch
-// controller allow (above). Throws ConfigError for full with a controller that needs the whole
-// gradient.
+// controller allow (above).
 ShardMode effective_shard_mode(ShardMode configured, int members, bool needs_full_gradient);
 
 // Whether FlatParams keeps a flat gradient buffer under `mode` (none and optimizer).
@@ -66,6 +65,12 @@ class InnerShard {
   virtual torch::Tensor clip(double max_norm) = 0;
   // After the optimizer stepped view(): the member's replica whole again.
   virtual void refresh() {}
+
+  // Whether the shard takes the adaptive batch's gradient samples itself (full: no member holds
+  // a whole gradient), and then, after reduce(), their products as GradientSamples::products
+  // gives them: ‖ḡ‖², ‖g‖², ⟨g,ḡ⟩ of this member's own gradient g, as kDouble on the device.
+  virtual bool takes_samples() const { return false; }
+  virtual torch::Tensor sample_products() { return {}; }
 
   // Bytes this member keeps of the gradient, and of the buffers the sharding adds.
   virtual int64_t gradient_bytes() const = 0;

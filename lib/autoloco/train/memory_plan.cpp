@@ -134,6 +134,9 @@ MemoryClasses plan_memory(const Config& c, const std::string& shard, int ranks_p
     throw ConfigError("topology.shard '" + shard +
                       "' is not one of none, optimizer, gradients, full");
   }
+  const bool samples = c.batch.controller == "adloco";
+  // AdLoCo's tests keep the whole gradient, so stage 2 runs as stage 1 (effective_shard_mode).
+  if (shard == "gradients" && samples) return plan_memory(c, "optimizer", ranks_per_dc, gpu, dcs);
   // The flat fp32 buffer of the model (a tied head stored once) and one member's shard of it.
   const int64_t P = parameter_count(c.model);
   const int64_t S = ceil_div(P, ranks_per_dc);
@@ -211,7 +214,7 @@ MemoryClasses plan_memory(const Config& c, const std::string& shard, int ranks_p
   // A sharded dc reduce-scatters its gradient a bucket at a time (AdLoCo's whole gradient is
   // all-reduced instead): the member's part lands in a scratch buffer of the bucket's largest
   // part, and MPI's ring (mpi_communicator.cpp) keeps two such chunks in flight; NCCL needs none.
-  if (sharded && ranks_per_dc > 1 && c.batch.controller != "adloco") {
+  if (sharded && ranks_per_dc > 1 && !samples) {
     // Stage 3 reduce-scatters a unit's runs instead of buckets.
     const int64_t bucket = full ? largest_execution_unit(c.model) : std::min(P, kGradientBucket);
     const int64_t chunk = ceil_div(bucket, ranks_per_dc);
@@ -222,7 +225,7 @@ MemoryClasses plan_memory(const Config& c, const std::string& shard, int ranks_p
   // reused once it is sent, and two fill at once (measured with autoloco-bench --shard on
   // GPT-2: backward finishes a parameter of the next bucket before the last of the current).
   // (AdLoCo keeps the gradient whole, and so does a dc of one rank: no buckets.)
-  if (shard == "gradients" && ranks_per_dc > 1 && c.batch.controller != "adloco") {
+  if (shard == "gradients" && ranks_per_dc > 1) {
     device_buffers += 2 * kFloat * std::min(P, kGradientBucket);
   }
   // Stage 3 gathers two units at once (the one computing and the one prefetched), and a unit's
@@ -233,8 +236,16 @@ MemoryClasses plan_memory(const Config& c, const std::string& shard, int ranks_p
   }
   // AdLoCo's batch test keeps one micro-batch's whole gradient beside the accumulated one
   // (batch_step.cpp's sample_). It measures the noise of the whole gradient, so it stays 4 P
-  // even when the gradient is sharded.
-  if (c.batch.controller == "adloco") device_buffers += kFloat * P;
+  // even when the gradient is sharded. Stage 3 keeps every member's own gradient on the shard
+  // instead (full_shard.cpp's pieces_: R S), which an all-to-all of a unit's runs fills through
+  // a scratch of every member's part of the largest unit.
+  if (samples && full) {
+    device_buffers += kFloat * I * ranks_per_dc * S;
+    device_buffers +=
+        kFloat * ranks_per_dc * ceil_div(largest_execution_unit(c.model), ranks_per_dc);
+  } else if (samples) {
+    device_buffers += kFloat * P * I;
+  }
   m.buffers = host_buffers + device_buffers;
 
   m.activations = activation_bytes(c.model, c.data.batch_size, half_activations(c, gpu));

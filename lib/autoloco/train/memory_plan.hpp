@@ -54,6 +54,12 @@ const std::vector<std::string>& plan_shard_modes();
 MemoryClasses plan_memory(const Config& config, const std::string& shard, int ranks_per_dc,
                           bool gpu, int dcs = 1);
 
+// topology.shard full's units, in floats: the largest execution unit (a tied head with the
+// embedding), whose gradient a backward produces at once, and the most storage gathered at once
+// (a unit and the one prefetched beside it).
+int64_t largest_execution_unit(const ModelConfig& model);
+int64_t gathered_peak(const ModelConfig& model);
+
 // Activations of one micro-batch of `micro_batch` sequences of model.seq_len tokens, after
 // Korthikanti et al. 2022 (Eq. 2, no tensor or sequence parallelism, no recomputation) without
 // its dropout masks, which our blocks do not have: s b d (32 + 4 a s / d) bytes per layer at 16

@@ -189,7 +189,8 @@ void Trainer::build_full_shard(ModelInstance& inst, Recompute recompute) {
     inst.params->values().copy_(instances_[0].params->values());
   }
   inst.params->move_values(device_);
-  inst.shard = make_full_shard(*inst.model, *inst.params, *grad_comm_, recompute, bf16_);
+  inst.shard = make_full_shard(*inst.model, *inst.params, *grad_comm_, recompute, bf16_,
+                               inst.batch->needs_samples());
 }
 
 void Trainer::init_from_hf(Decoder& model) {
@@ -313,10 +314,13 @@ Trainer::InstanceStep Trainer::instance_step(ModelInstance& inst) {
   inst.shard->begin_step();
   out.loss = forward_backward_async(inst.model, p, *inst.stream, inst.batch->plan(), device_,
                                     inst.samples.get(), bf16_);
-  if (inst.samples) inst.samples->before_sync(p);
+  const bool own_samples = inst.samples && !inst.shard->takes_samples();
+  if (own_samples) inst.samples->before_sync(p);
   inst.shard->reduce(step_);
   // Of the dc's mean gradient: before clipping scales it.
-  if (inst.samples) out.sample_products = inst.samples->products(p);
+  if (inst.samples) {
+    out.sample_products = own_samples ? inst.samples->products(p) : inst.shard->sample_products();
+  }
   out.grad_norm = inst.shard->clip(config_.inner.grad_clip);
   out.lr = inner_lr(config_.inner, progress_step(), config_.run.steps) * lr_scale(inst);
   inst.optimizer->step(out.lr);
