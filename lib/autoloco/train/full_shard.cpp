@@ -33,6 +33,7 @@ class FullShard final : public InnerShard {
   void reduce(int64_t /*step*/) override {
     torch::NoGradGuard no_grad;
     units_->check_reduced();
+    units_->await_reductions();
     if (pieces_.defined()) torch::sum_out(grads_, pieces_, {0});
     grads_.div_(span().members);
   }

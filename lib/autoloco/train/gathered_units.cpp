@@ -159,6 +159,26 @@ void GatheredUnits::build_units(const std::vector<ParamSlice>& slices) {
     staging_bytes_ += kFloat * u.numel;  // free() counts it off
     free(u);
   }
+  allocate_reduction_buffers();
+}
+
+void GatheredUnits::allocate_reduction_buffers() {
+  // Sized once for the largest unit: a buffer replaced while a side stream's reduction still
+  // read it could go to the compute stream's next allocation.
+  int64_t unit = 0;
+  int64_t part = 0;
+  for (const Unit& u : units_) {
+    unit = std::max(unit, u.numel);
+    for (const FlatRange& run : u.ranges) {
+      const std::vector<size_t> counts = span_.split(run.offset, run.numel);
+      const auto most = static_cast<int64_t>(*std::max_element(counts.begin(), counts.end()));
+      const auto mine = static_cast<int64_t>(counts[static_cast<size_t>(span_.member)]);
+      // A reduce-scatter lands this member's part; an all-to-all every member's part of it.
+      part = std::max(part, pieces_.defined() ? span_.members * mine : most);
+    }
+  }
+  grad_ = torch::empty({unit}, shard_grads_.options());
+  scratch_ = torch::empty({std::max<int64_t>(part, 1)}, shard_grads_.options());
 }
 
 std::vector<int64_t> GatheredUnits::storages_of(int64_t unit) const {
@@ -304,9 +324,8 @@ void GatheredUnits::reduce(int64_t unit, const std::vector<torch::Tensor>& grads
   size_t next = 0;
   for (const int64_t k : storages_of(unit)) {
     Unit& u = units_[static_cast<size_t>(k)];
-    if (!grad_.defined() || grad_.numel() < u.numel) {
-      grad_ = torch::empty({largest_unit_bytes() / kFloat}, shard_grads_.options());
-    }
+    // The previous unit's reduction reads grad_ on the side stream until it is done.
+    await_reductions();
     torch::Tensor buffer = grad_.narrow(0, 0, u.numel);
     const auto& slices = params_.slices();
     for (size_t j = 0; j < u.params.size(); ++j) {
@@ -322,7 +341,20 @@ void GatheredUnits::reduce(int64_t unit, const std::vector<torch::Tensor>& grads
   }
 }
 
+void GatheredUnits::await_reductions() {
+  if (reduced_) reduced_->block(guard_impl(device_)->getStream(device_));
+}
+
 void GatheredUnits::reduce_unit(Unit& u, const torch::Tensor& grad) {
+  std::optional<c10::StreamGuard> on_side;
+  if (side_) {
+    // On the side stream once the compute stream has written `grad`: the compute stream goes on
+    // with the next unit's backward while the reduction runs.
+    c10::Event filled(device_.type());
+    filled.record(guard_impl(device_)->getStream(device_));
+    filled.block(*side_);
+    on_side.emplace(*side_);
+  }
   const Watch watch(pieces_.defined()
                         ? "the intra-dc gradient all-to-all of a unit (topology.shard full, adloco)"
                         : "the intra-dc gradient reduce-scatter of a unit (topology.shard full)");
@@ -333,11 +365,7 @@ void GatheredUnits::reduce_unit(Unit& u, const torch::Tensor& grad) {
       continue;
     }
     const std::vector<size_t> counts = span_.split(run.offset, run.numel);
-    const auto most = static_cast<int64_t>(*std::max_element(counts.begin(), counts.end()));
     const auto mine = static_cast<int64_t>(counts[static_cast<size_t>(span_.member)]);
-    if (!scratch_.defined() || scratch_.numel() < most) {
-      scratch_ = torch::empty({most}, grad.options());
-    }
     intra_.reduce_scatter_sum(grad.data_ptr<float>() + u.at[r], scratch_.data_ptr<float>(), counts,
                               DType::f32);
     if (mine > 0) {
@@ -346,6 +374,10 @@ void GatheredUnits::reduce_unit(Unit& u, const torch::Tensor& grad) {
     }
   }
   ++u.reduced;
+  if (side_) {
+    reduced_.emplace(device_.type());
+    reduced_->record(*side_);
+  }
 }
 
 void GatheredUnits::exchange_run(const FlatRange& run, const float* grad) {
@@ -356,9 +388,6 @@ void GatheredUnits::exchange_run(const FlatRange& run, const float* grad) {
   const std::vector<size_t> from(static_cast<size_t>(span_.members), mine);
   const auto members = static_cast<int64_t>(span_.members);
   const auto n = static_cast<int64_t>(mine);
-  if (!scratch_.defined() || scratch_.numel() < members * n) {
-    scratch_ = torch::empty({members * n}, pieces_.options());
-  }
   intra_.alltoallv(grad, counts, scratch_.data_ptr<float>(), from, DType::f32);
   if (n == 0) return;
   const int64_t at = std::max(run.offset, span_.begin()) - span_.begin();

@@ -6,7 +6,8 @@
 // backward, and reduce-scatters its gradient into the member's shard as soon as backward has
 // produced it. While a unit computes, the gather of the next one (forward) or the previous one
 // (backward) is in flight: a non-blocking MPI all-gather on the CPU, the NCCL calls on a side
-// stream ordered by events on a GPU. A member so holds its shard, its gradient shard and at most
+// stream ordered by events on a GPU, where the reduce-scatters run on that stream too. A member
+// so holds its shard, its gradient shard and at most
 // two units' parameters at once (three when a tied head also gathers the embedding).
 //
 // With model.recompute blocks a block keeps only its input and runs its forward again in
@@ -69,8 +70,11 @@ class GatheredUnits final : public UnitRunner {
   bool recomputes(int64_t unit) const;
   // The module parameters of the execution unit, in its storages' order.
   std::vector<torch::Tensor> parameters(int64_t unit) const;
-  // `grads` (parameters(unit)'s, undefined for an unused one) reduce-scattered into shard_grads.
+  // `grads` (parameters(unit)'s, undefined for an unused one) reduce-scattered into shard_grads:
+  // on a GPU on the side stream, ordered after the compute stream's writes by an event.
   void reduce(int64_t unit, const std::vector<torch::Tensor>& grads);
+  // The compute stream waits for the reductions issued so far (on the CPU they are done).
+  void await_reductions();
   DecoderImpl& model() { return model_; }
   torch::Device device() const { return device_; }
   bool bf16() const { return bf16_; }
@@ -93,6 +97,7 @@ class GatheredUnits final : public UnitRunner {
   };
 
   void build_units(const std::vector<ParamSlice>& slices);
+  void allocate_reduction_buffers();
   std::vector<int64_t> storages_of(int64_t unit) const;
   void allocate(Unit& u);
   void free(Unit& u);
@@ -114,7 +119,8 @@ class GatheredUnits final : public UnitRunner {
   torch::Tensor gate_;     // a leaf that requires grad: every unit's function gets a backward
   torch::Tensor grad_;     // a unit's gradient in its storage's layout (reused)
   torch::Tensor scratch_;  // a reduce-scatter's output (an all-to-all's: every member's part)
-  std::optional<c10::Stream> side_;  // a GPU's stream for the gathers
+  std::optional<c10::Stream> side_;    // a GPU's stream for the gathers and the reductions
+  std::optional<c10::Event> reduced_;  // on a GPU: the side stream's last reduction
   int64_t staging_bytes_ = 0;
   int64_t peak_staging_bytes_ = 0;
   int64_t forwards_ = 0;  // of units with a graph, this step
