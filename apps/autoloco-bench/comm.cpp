@@ -208,7 +208,7 @@ int comm(const Args& args) {
   for (int64_t n : args.sizes) {
     rows.push_back(measure(args, n, topo, world, intra, inter, ok));
     for (WireFormat f : {WireFormat::fp32, WireFormat::bf16, WireFormat::fp8, WireFormat::int8,
-                         WireFormat::int4, WireFormat::e3m0}) {
+                         WireFormat::int4, WireFormat::int2, WireFormat::e3m0}) {
       formats.push_back(measure_format(args, f, n, topo, world, intra, inter));
     }
   }

@@ -62,7 +62,8 @@ void check_compressed(int members) {
   const int dcs = layout.topo.num_dcs;
   WanLink link(layout.inter, WanModel{1.0, 50.0, false, dcs, members});
   HierarchicalAllreduce reducer(layout.intra, link);
-  for (WireFormat f : {WireFormat::fp8, WireFormat::int8, WireFormat::int4, WireFormat::e3m0}) {
+  for (WireFormat f :
+       {WireFormat::fp8, WireFormat::int8, WireFormat::int4, WireFormat::int2, WireFormat::e3m0}) {
     for (bool stochastic : {false, true}) {
       const WireCodec codec{f, 64, stochastic};
       for (size_t n : {size_t{1}, size_t{7}, size_t{1000}, size_t{1001}, size_t{4099}}) {

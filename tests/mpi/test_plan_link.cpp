@@ -25,7 +25,7 @@ void check_plan_link(int ranks_per_dc) {
   const int dcs = world / ranks_per_dc;
   WanLink link(layout.inter, WanModel{2.5, 30.0, false, dcs, ranks_per_dc});
   for (WireFormat f : {WireFormat::fp32, WireFormat::bf16, WireFormat::fp8, WireFormat::int8,
-                       WireFormat::int4, WireFormat::e3m0}) {
+                       WireFormat::int4, WireFormat::int2, WireFormat::e3m0}) {
     const WireCodec codec{f, 64, false};
     for (size_t n : {size_t{0}, size_t{1}, size_t{5}, size_t{1001}, size_t{4097}}) {
       for (size_t k : {size_t{0}, size_t{14}}) {

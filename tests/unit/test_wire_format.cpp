@@ -17,9 +17,10 @@ using namespace autoloco;
 namespace {
 
 const std::vector<WireFormat> kAll = {WireFormat::fp32, WireFormat::bf16, WireFormat::fp8,
-                                      WireFormat::int8, WireFormat::int4, WireFormat::e3m0};
+                                      WireFormat::int8, WireFormat::int4, WireFormat::int2,
+                                      WireFormat::e3m0};
 const std::vector<WireFormat> kBlock = {WireFormat::fp8, WireFormat::int8, WireFormat::int4,
-                                        WireFormat::e3m0};
+                                        WireFormat::int2, WireFormat::e3m0};
 
 std::vector<float> round_trip(const WireCodec& c, const std::vector<float>& v,
                               uint64_t stream = 0) {
@@ -65,6 +66,30 @@ TEST_CASE("wire formats: encoded bytes are the scales plus the packed values", "
   CHECK(WireCodec{WireFormat::int4, 256}.encoded_bytes(1000) == 4 * 4 + 500);
   CHECK(WireCodec{WireFormat::e3m0, 256}.encoded_bytes(1001) == 4 * 4 + 501);
   CHECK(WireCodec{WireFormat::int4, 256}.encoded_bytes(0) == 0);
+  CHECK(WireCodec{WireFormat::int2, 256}.encoded_bytes(1000) == 4 * 4 + 250);
+  CHECK(WireCodec{WireFormat::int2, 256}.encoded_bytes(1001) == 4 * 4 + 251);
+}
+
+TEST_CASE(
+    "wire formats: int2 codes are -1, 0 and 1 of the block's largest magnitude, four to a "
+    "byte",
+    "[wire]") {
+  const WireCodec c{WireFormat::int2, 8};
+  CHECK(c.bits() == 2);
+  CHECK(c.largest() == 1.0F);
+  // Block 1 (8 values): absmax 2; block 2 (the last 3 values): absmax 0.5.
+  const std::vector<float> v = {2.0F,  -2.0F, 0.9F, 1.1F,  -1.1F, 0.0F,
+                                -0.2F, 1.0F,  0.5F, -0.3F, 0.2F};
+  std::vector<std::byte> wire(c.encoded_bytes(v.size()));
+  REQUIRE(wire.size() == 2 * 4 + 3);
+  encode(c, v.data(), v.size(), wire.data());
+  // Codes 1, -1 (0b11), 0, 1 | -1, 0, 0, 0 (1.0 / 2 = 0.5 ties to even 0) | 1, -1 (-0.6), 0
+  CHECK(static_cast<uint8_t>(wire[8]) == (0b01U | 0b11U << 2 | 0b00U << 4 | 0b01U << 6));
+  CHECK(static_cast<uint8_t>(wire[9]) == 0b11U);
+  CHECK(static_cast<uint8_t>(wire[10]) == (0b01U | 0b11U << 2));
+  const std::vector<float> out = round_trip(c, v);
+  CHECK(out ==
+        std::vector<float>{2.0F, -2.0F, 0.0F, 2.0F, -2.0F, 0.0F, 0.0F, 0.0F, 0.5F, -0.5F, 0.0F});
 }
 
 TEST_CASE("wire formats: e4m3 codes of known values, and every finite code round trips", "[wire]") {

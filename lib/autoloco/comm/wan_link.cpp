@@ -47,7 +47,7 @@ double WanLink::seconds(size_t count, const WireCodec& codec, size_t k) const {
 void WanLink::allreduce(float* payload, size_t count, const WireCodec& codec, double* scalars,
                         size_t k, uint64_t stream, float* residual) {
   if (residual != nullptr && !codec.has_scales()) {
-    throw CommError("internal: error feedback needs a block format (fp8, int8, int4, e3m0)");
+    throw CommError("internal: error feedback needs a block format (fp8, int8, int4, int2, e3m0)");
   }
   if (model_.dcs <= 1) return;
   Timer timer;

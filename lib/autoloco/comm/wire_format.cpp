@@ -47,6 +47,8 @@ float code_max(WireFormat f) {
       return 127.0F;
     case WireFormat::int4:
       return 7.0F;
+    case WireFormat::int2:
+      return 1.0F;
     case WireFormat::e3m0:
       return 1.0F;
     default:
@@ -168,7 +170,8 @@ void block_codes(const WireCodec& c, const float* x, size_t n, uint8_t* codes, u
   const bool sr = c.stochastic;
   switch (c.format) {
     case WireFormat::int8:
-    case WireFormat::int4: {
+    case WireFormat::int4:
+    case WireFormat::int2: {
       const float q_max = code_max(c.format);
       if (sr) {
         for (size_t i = 0; i < n; ++i) {
@@ -208,6 +211,16 @@ float int4_value(uint8_t nibble) {  // sign-extend the 4 bits
   return static_cast<float>(static_cast<int8_t>(static_cast<uint8_t>(nibble << 4)) >> 4);
 }
 
+float int2_value(uint8_t code) {  // sign-extend the 2 bits
+  return static_cast<float>(static_cast<int8_t>(static_cast<uint8_t>(code << 6)) >> 6);
+}
+
+// The n values of a 2-bit block, four to a byte, lowest bits first.
+void decode_crumbs(const uint8_t* v, size_t n, float scale, float* out) {
+  for (size_t i = 0; i < n; ++i)
+    out[i] = int2_value(static_cast<uint8_t>((v[i / 4] >> (2 * (i % 4))) & 3U)) * scale;
+}
+
 // The n values of one block (its first byte at `v`; blocks start on a whole byte, the block
 // size being even) times the block's scale.
 // The n values of a 4-bit block, two to a byte, low nibble first.
@@ -236,9 +249,22 @@ void decode_block(WireFormat f, const uint8_t* v, size_t n, float scale, float* 
     case WireFormat::int4:
       decode_nibbles(v, n, scale, out, int4_value);
       break;
+    case WireFormat::int2:
+      decode_crumbs(v, n, scale, out);
+      break;
     default:
       decode_nibbles(v, n, scale, out, e3m0_value);
       break;
+  }
+}
+
+// Four 2-bit codes to a byte, lowest bits first; a last partial byte's high bits are zero.
+void pack_crumbs(const uint8_t* codes, size_t n, uint8_t* packed) {
+  for (size_t j = 0; j < (n + 3) / 4; ++j) {
+    uint8_t byte = 0;
+    for (size_t i = 4 * j; i < std::min(n, 4 * j + 4); ++i)
+      byte = static_cast<uint8_t>(byte | ((codes[i] & 3U) << (2 * (i % 4))));
+    packed[j] = byte;
   }
 }
 
@@ -252,14 +278,15 @@ template <typename Sink>
 void decode_blocks(const WireCodec& c, const std::byte* in, size_t count, Sink sink) {
   const size_t blocks = block_count(count, c.block);
   const auto* values = reinterpret_cast<const uint8_t*>(in + 4 * blocks);
-  const bool nibbles = c.bits() == 4;
+  const auto bits = static_cast<size_t>(c.bits());
   std::vector<float> block(std::min(count, c.block));
   for (size_t b = 0; b < blocks; ++b) {
     float scale = 0.0F;
     std::memcpy(&scale, in + 4 * b, sizeof(scale));
     const size_t begin = b * c.block;
     const size_t n = std::min(count, begin + c.block) - begin;
-    decode_block(c.format, values + (nibbles ? begin / 2 : begin), n, scale, block.data());
+    // Blocks start on a whole byte: outer.wire_block is a multiple of 8 / bits.
+    decode_block(c.format, values + begin * bits / 8, n, scale, block.data());
     sink(begin, n, block.data());
   }
 }
@@ -283,6 +310,8 @@ int WireCodec::bits() const {
     case WireFormat::fp8:
     case WireFormat::int8:
       return 8;
+    case WireFormat::int2:
+      return 2;
     default:
       return 4;
   }
@@ -307,6 +336,7 @@ double WireCodec::error_bound(double v, double scale) const {
       return steps * std::max(a * 0x1p-4, scale * 0x1p-10) + fp;
     case WireFormat::int8:
     case WireFormat::int4:
+    case WireFormat::int2:
       return steps * scale / 2 + fp;
     case WireFormat::e3m0:  // the step above 2^k is 2^k: up to |v| when rounding stochastically
       return (stochastic ? std::max(a, scale * 0x1p-6) : std::max(a / 3, scale * 0x1p-7)) + fp;
@@ -322,12 +352,13 @@ std::string WireCodec::describe() const {
 
 WireFormat parse_wire_format(const std::string& name) {
   for (WireFormat f : {WireFormat::fp32, WireFormat::bf16, WireFormat::fp8, WireFormat::int8,
-                       WireFormat::int4, WireFormat::e3m0}) {
+                       WireFormat::int4, WireFormat::int2, WireFormat::e3m0}) {
     if (wire_format_name(f) == name) return f;
   }
-  throw ConfigError(fmt::format(
-      "config key outer.wire_dtype: unknown format '{}': use fp32, bf16, fp8, int8, int4 or e3m0",
-      name));
+  throw ConfigError(
+      fmt::format("config key outer.wire_dtype: unknown format '{}': use fp32, "
+                  "bf16, fp8, int8, int4, int2 or e3m0",
+                  name));
 }
 
 std::string wire_format_name(WireFormat format) {
@@ -342,6 +373,8 @@ std::string wire_format_name(WireFormat format) {
       return "int8";
     case WireFormat::int4:
       return "int4";
+    case WireFormat::int2:
+      return "int2";
     case WireFormat::e3m0:
       return "e3m0";
   }
@@ -378,7 +411,7 @@ void encode(const WireCodec& c, const float* values, size_t count, std::byte* ou
   }
   const size_t blocks = block_count(count, c.block);
   std::byte* value_out = out + 4 * blocks;
-  const bool nibbles = c.bits() == 4;
+  const auto bits = static_cast<size_t>(c.bits());
   std::vector<float> scaled(std::min(count, c.block));
   std::vector<uint8_t> codes(scaled.size());
   const float max_code = code_max(c.format);
@@ -392,14 +425,16 @@ void encode(const WireCodec& c, const float* values, size_t count, std::byte* ou
       scaled[i] = usable ? values[begin + i] / scale : 0.0F;
     block_codes(c, scaled.data(), n, codes.data(), stream, begin);
     std::memcpy(out + 4 * b, &scale, sizeof(scale));
-    if (!nibbles) {
-      std::memcpy(value_out + begin, codes.data(), n);
-      continue;
+    auto* packed = reinterpret_cast<uint8_t*>(value_out + begin * bits / 8);
+    if (bits == 8) {
+      std::memcpy(packed, codes.data(), n);
+    } else if (bits == 4) {
+      for (size_t j = 0; j < n / 2; ++j)
+        packed[j] = static_cast<uint8_t>((codes[2 * j] & 0xF) | (codes[2 * j + 1] << 4));
+      if (n % 2 != 0) packed[n / 2] = static_cast<uint8_t>(codes[n - 1] & 0xF);
+    } else {
+      pack_crumbs(codes.data(), n, packed);
     }
-    auto* packed = reinterpret_cast<uint8_t*>(value_out + begin / 2);
-    for (size_t j = 0; j < n / 2; ++j)
-      packed[j] = static_cast<uint8_t>((codes[2 * j] & 0xF) | (codes[2 * j + 1] << 4));
-    if (n % 2 != 0) packed[n / 2] = static_cast<uint8_t>(codes[n - 1] & 0xF);
   }
 }
 

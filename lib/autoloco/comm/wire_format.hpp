@@ -4,15 +4,18 @@
 //   fp8               e4m3 (4 exponent bits, bias 7, 3 mantissa bits; largest 448, no
 //                     infinities), one byte a value
 //   int8, int4        symmetric integers in [-127, 127] and [-7, 7]
+//   int2              symmetric integers in [-1, 1] (ternary: the fourth code is unused), four
+//                     to a byte; SparseLoCo's 2-bit values (arXiv 2508.15706)
 //   e3m0              4 bits: sign and a 3-bit exponent, no mantissa: 0 and ±2^(e-7) for
 //                     e = 1..7 (Streaming DiLoCo's 4-bit format, arXiv 2501.18512)
-// The block formats (fp8, int8, int4, e3m0) carry one fp32 scale per block of `block` values:
-// the block's largest magnitude over the format's largest value. An encoded chunk is its
+// The block formats (fp8, int8, int4, int2, e3m0) carry one fp32 scale per block of `block`
+// values: the block's largest magnitude over the format's largest value. An encoded chunk is its
 // scales (fp32, one per block) followed by its values (the 4-bit ones two to a byte, low
-// nibble first). Rounding is to nearest (ties to even for bf16, fp8 and the integers; away
-// from zero for e3m0), or stochastic: up with the probability of the distance to the value
-// below, from a counter-based hash of (stream, index), so that a run stays deterministic.
-// A block holding an infinity or NaN gets a NaN scale: it decodes to NaN, never to a number.
+// nibble first; the 2-bit ones four to a byte, lowest bits first). Rounding is to nearest (ties to
+// even for bf16, fp8 and the integers; away from zero for e3m0), or stochastic: up with the
+// probability of the distance to the value below, from a counter-based hash of (stream, index), so
+// that a run stays deterministic. A block holding an infinity or NaN gets a NaN scale: it decodes
+// to NaN, never to a number.
 #pragma once
 
 #include <cstddef>
@@ -21,7 +24,7 @@
 
 namespace autoloco {
 
-enum class WireFormat { fp32, bf16, fp8, int8, int4, e3m0 };
+enum class WireFormat { fp32, bf16, fp8, int8, int4, int2, e3m0 };
 
 struct WireCodec {
   WireFormat format = WireFormat::fp32;
@@ -29,8 +32,8 @@ struct WireCodec {
   bool stochastic = false;  // stochastic rounding (block formats)
 
   bool has_scales() const;
-  // The largest magnitude a code stands for, in units of the block's scale (448 for fp8, 127
-  // and 7 for the integers, 1 for e3m0; 0 for fp32 and bf16, which have no scales).
+  // The largest magnitude a code stands for, in units of the block's scale (448 for fp8, 127,
+  // 7 and 1 for the integers, 1 for e3m0; 0 for fp32 and bf16, which have no scales).
   float largest() const;
   int bits() const;  // bits of one value
   // Bytes of `count` encoded values: their scales and their values.
@@ -41,7 +44,8 @@ struct WireCodec {
   std::string describe() const;  // e.g. "int4, blocks of 256 with an fp32 scale, nearest"
 };
 
-// "fp32", "bf16", "fp8", "int8", "int4", "e3m0"; throws ConfigError naming outer.wire_dtype.
+// "fp32", "bf16", "fp8", "int8", "int4", "int2", "e3m0"; throws ConfigError naming
+// outer.wire_dtype.
 WireFormat parse_wire_format(const std::string& name);
 std::string wire_format_name(WireFormat format);
 

@@ -204,16 +204,17 @@ struct OuterConfig {
     v("correction_beta", s.correction_beta, "exponent of r in correction: lr");
     v("wire_dtype", s.wire_dtype,
       "format of pseudo-gradients (and ddp gradients) on the inter-dc link, always summed in "
-      "fp32: fp32, bf16, or with one fp32 scale per wire_block values fp8 (e4m3), int8, int4 or "
-      "e3m0 (4-bit sign and exponent; docs/methods.md)");
+      "fp32: fp32, bf16, or with one fp32 scale per wire_block values fp8 (e4m3), int8, int4, "
+      "int2 (ternary: -1, 0, 1) or e3m0 (4-bit sign and exponent; docs/methods.md)");
     v("wire_block", s.wire_block,
-      "values per fp32 scale of the fp8, int8, int4 and e3m0 formats (even)");
+      "values per fp32 scale of the fp8, int8, int4, int2 and e3m0 formats (even; a multiple of "
+      "4 for int2)");
     v("wire_rounding", s.wire_rounding,
       "rounding of those formats: nearest, or stochastic (seeded by run.seed, the round and the "
       "fragment: runs stay deterministic)");
     v("error_feedback", s.error_feedback,
-      "each dc adds what rounding its last pseudo-gradient lost to the next one (fp8, int8, int4 "
-      "and e3m0; one fp32 value per parameter and dc, shared by its ranks)");
+      "each dc adds what rounding its last pseudo-gradient lost to the next one (fp8, int8, "
+      "int4, int2 and e3m0; one fp32 value per parameter and dc, shared by its ranks)");
     v("state_device", s.state_device,
       "where the outer state (anchor, momentum; fp32) lives: cpu, device (run.device), or auto "
       "(the device for models up to 1B parameters, 8 GB of outer state; the cpu beyond)");

@@ -143,19 +143,25 @@ void validate_outer(const OuterConfig& o) {
                       o.correction, o.method));
   require(o.correction_beta >= 0.0 && o.correction_beta <= 2.0, "outer.correction_beta",
           fmt::format("must be in [0, 2], got {}", o.correction_beta));
-  require_one_of(o.wire_dtype, {"fp32", "bf16", "fp8", "int8", "int4", "e3m0"}, "outer.wire_dtype");
+  require_one_of(o.wire_dtype, {"fp32", "bf16", "fp8", "int8", "int4", "int2", "e3m0"},
+                 "outer.wire_dtype");
   require(o.wire_block >= 2 && o.wire_block % 2 == 0 && o.wire_block <= (int64_t{1} << 20),
           "outer.wire_block",
           fmt::format("must be an even number of values from 2 to 1048576 (4-bit values pair "
                       "up within a block), got {}",
                       o.wire_block));
+  require(o.wire_dtype != "int2" || o.wire_block % 4 == 0, "outer.wire_block",
+          fmt::format("must be a multiple of 4 with outer.wire_dtype int2 (four 2-bit values to "
+                      "a byte, and every block starts on a byte), got {}",
+                      o.wire_block));
   require_one_of(o.wire_rounding, {"nearest", "stochastic"}, "outer.wire_rounding");
-  require(!o.error_feedback || (o.wire_dtype != "fp32" && o.wire_dtype != "bf16"),
-          "outer.error_feedback",
-          fmt::format("feeds back what the block formats' rounding lost; outer.wire_dtype {} "
-                      "keeps no residual: set outer.wire_dtype to fp8, int8, int4 or e3m0, or "
-                      "outer.error_feedback=false",
-                      o.wire_dtype));
+  require(
+      !o.error_feedback || (o.wire_dtype != "fp32" && o.wire_dtype != "bf16"),
+      "outer.error_feedback",
+      fmt::format("feeds back what the block formats' rounding lost; outer.wire_dtype {} "
+                  "keeps no residual: set outer.wire_dtype to fp8, int8, int4, int2 or e3m0, or "
+                  "outer.error_feedback=false",
+                  o.wire_dtype));
   require(!o.error_feedback || o.method != "ddp", "outer.error_feedback",
           "is for the outer sync's pseudo-gradients; ddp's gradients cross the link without it: "
           "set outer.error_feedback=false or outer.method=diloco");
