@@ -14,6 +14,7 @@
 
 #include "../support/resume_check.hpp"
 #include "../support/shared_corpus.hpp"
+#include "autoloco/train/outer_sync.hpp"
 #include "autoloco/util/error.hpp"
 
 using namespace autoloco;
@@ -61,16 +62,52 @@ Config resume_config(const SharedCorpus& corpus, const std::string& format,
 
 TEST_CASE("diloco trains over every wire format: the loss falls", "[np=2][compressed]") {
   const SharedCorpus corpus("compressed-train");
-  for (const std::string format : {"bf16", "fp8", "int8", "int4", "e3m0", "e3m0+ef"}) {
+  for (const std::string format :
+       {"bf16", "fp8", "int8", "int4", "e3m0", "e3m0+ef", "int2+ef", "topk+int2"}) {
     INFO("outer.wire_dtype " << format);
-    const bool feedback = format == "e3m0+ef";
-    Config c = compressed_config(corpus, feedback ? "e3m0" : format);
+    const bool feedback = format.find('+') != std::string::npos;
+    const bool topk = format == "topk+int2";
+    Config c = compressed_config(corpus, format.substr(topk ? 5 : 0, 4));
     c.outer.error_feedback = feedback;
+    if (topk) {
+      // SparseLoCo's wire: 10% of every 256 values, 2 bits each, the residual decayed.
+      c.outer.wire_topk = 0.1;
+      c.outer.wire_topk_chunk = 256;
+      c.outer.error_feedback_beta = 0.9;
+    }
     Trainer trainer(c, MPI_COMM_WORLD, {false, false});
     CHECK(loss_drop(trainer) > 0.3);
     CHECK(trainer.rounds() == 6);
     CHECK(test::identical_on_all_ranks(trainer.anchor()));
+    if (topk) {
+      // Each round one message of the sparse encoding and the round's scalars per dc.
+      const size_t n = static_cast<size_t>(trainer.params().numel());
+      const int64_t message = static_cast<int64_t>(
+          WanLink::message_bytes(n, wire_codec(c.outer), OuterSync::message_scalars(2)));
+      CHECK(trainer.wan().dc_bytes() == 6 * message);
+      CHECK(message < static_cast<int64_t>(n));  // under a byte per value
+    }
   }
+}
+
+TEST_CASE("a run over the sparse top-k int2 wire with a decayed residual resumes bitwise",
+          "[np=2][compressed][resume]") {
+  const SharedCorpus corpus("compressed-topk-resume");
+  Config ref = resume_config(corpus, "int2", "reference");
+  ref.outer.wire_rounding = "stochastic";
+  ref.outer.error_feedback = true;
+  ref.outer.error_feedback_beta = 0.9;
+  ref.outer.wire_topk = 0.05;
+  ref.outer.wire_topk_chunk = 128;
+  Config cut = ref;
+  cut.run.name = "cut";
+  const TrainSummary whole = run(ref);
+  REQUIRE(whole.steps == 24);
+  CHECK(run(cut, "", 10).steps == 10);  // mid-round: rounds end at 8 and 12
+  const TrainSummary last = run(cut, "auto");
+  CHECK(last.steps == 24);
+  CHECK(last.sent_bytes == whole.sent_bytes);
+  test::check_same_run(ref, cut, 24);
 }
 
 TEST_CASE("ddp sends its gradients over the compressed path and trains", "[np=2][compressed]") {

@@ -8,6 +8,9 @@
 #include <mpi.h>
 #include <catch2/catch.hpp>
 
+#include <string>
+#include <vector>
+
 #include "../support/dc_layout.hpp"
 #include "autoloco/comm/hierarchical_allreduce.hpp"
 #include "autoloco/comm/wan_link.hpp"
@@ -24,13 +27,20 @@ void check_plan_link(int ranks_per_dc) {
   test::Layout layout(ranks_per_dc);
   const int dcs = world / ranks_per_dc;
   WanLink link(layout.inter, WanModel{2.5, 30.0, false, dcs, ranks_per_dc});
+  std::vector<WireCodec> codecs;
   for (WireFormat f : {WireFormat::fp32, WireFormat::bf16, WireFormat::fp8, WireFormat::int8,
                        WireFormat::int4, WireFormat::int2, WireFormat::e3m0}) {
-    const WireCodec codec{f, 64, false};
+    codecs.push_back(WireCodec{f, 64, false});
+  }
+  // The sparse wire (all-gathered) with fp32 and int2 values.
+  codecs.push_back(WireCodec{WireFormat::fp32, 64, false, 0.05, 256});
+  codecs.push_back(WireCodec{WireFormat::int2, 64, false, 0.02, 4096});
+  for (const WireCodec& codec : codecs) {
+    const WireFormat f = codec.format;
     for (size_t n : {size_t{0}, size_t{1}, size_t{5}, size_t{1001}, size_t{4097}}) {
       for (size_t k : {size_t{0}, size_t{14}}) {
-        INFO(wire_format_name(f) << ", " << n << " values, " << k << " scalars, dc "
-                                 << layout.topo.dc);
+        INFO(wire_format_name(f) << " top-k " << codec.topk << ", " << n << " values, " << k
+                                 << " scalars, dc " << layout.topo.dc);
         const LinkTraffic want = link.traffic(n, codec, k);
         const LinkTraffic got = planned_traffic(n, codec, k, dcs, layout.topo.dc);
         CHECK(got.sent_bytes == want.sent_bytes);
@@ -40,11 +50,21 @@ void check_plan_link(int ranks_per_dc) {
       }
     }
   }
-  for (const char* wire : {"fp32", "bf16", "int4"}) {
-    const Config c = parse_config(
-        "", {"model.n_layer=2", "model.d_model=32", "model.n_head=2", "model.vocab_size=64",
-             "wan.bandwidth_gbps=2.5", "wan.latency_ms=30", std::string("outer.wire_dtype=") + wire,
-             "topology.ranks_per_dc=" + std::to_string(ranks_per_dc)});
+  for (const char* wire : {"fp32", "bf16", "int4", "int2+topk"}) {
+    const bool topk = std::string(wire) == "int2+topk";
+    std::vector<std::string> sets = {"model.n_layer=2",
+                                     "model.d_model=32",
+                                     "model.n_head=2",
+                                     "model.vocab_size=64",
+                                     "wan.bandwidth_gbps=2.5",
+                                     "wan.latency_ms=30",
+                                     std::string("outer.wire_dtype=") + (topk ? "int2" : wire),
+                                     "topology.ranks_per_dc=" + std::to_string(ranks_per_dc)};
+    if (topk) {
+      sets.emplace_back("outer.wire_topk=0.02");
+      sets.emplace_back("outer.error_feedback=true");
+    }
+    const Config c = parse_config("", sets);
     const auto n = static_cast<size_t>(parameter_count(c.model));
     const size_t shard = HierarchicalAllreduce::shard_size(n, ranks_per_dc);
     const size_t k = OuterSync::message_scalars(dcs);

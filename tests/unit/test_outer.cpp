@@ -136,6 +136,20 @@ TEST_CASE("outer config: bad values name the key", "[outer][config]") {
       Catch::Contains("outer.error_feedback") && Catch::Contains("ddp"));
   CHECK_NOTHROW(parse_config("", {"outer.error_feedback=true", "outer.wire_dtype=e3m0",
                                   "outer.wire_rounding=stochastic", "outer.wire_block=64"}));
+  // The sparse wire: always with error feedback, which it gives fp32 values too.
+  CHECK_THROWS_WITH(parse_config("", {"outer.wire_topk=0.02"}),
+                    Catch::Contains("outer.wire_topk") && Catch::Contains("error_feedback"));
+  CHECK_NOTHROW(parse_config("", {"outer.wire_topk=0.02", "outer.error_feedback=true"}));
+  CHECK_NOTHROW(parse_config("", {"outer.wire_topk=0.02", "outer.error_feedback=true",
+                                  "outer.wire_dtype=int2", "outer.error_feedback_beta=0.9"}));
+  CHECK_THROWS_WITH(parse_config("", {"outer.wire_topk=1.5", "outer.error_feedback=true"}),
+                    Catch::Contains("outer.wire_topk"));
+  CHECK_THROWS_WITH(parse_config("", {"outer.wire_topk_chunk=1"}),
+                    Catch::Contains("outer.wire_topk_chunk"));
+  CHECK_THROWS_WITH(parse_config("", {"outer.error_feedback_beta=2"}),
+                    Catch::Contains("outer.error_feedback_beta"));
+  CHECK_THROWS_WITH(parse_config("", {"outer.wire_dtype=int2", "outer.wire_block=6"}),
+                    Catch::Contains("outer.wire_block") && Catch::Contains("multiple of 4"));
   CHECK_THROWS_WITH(parse_config("", {"interval.H=0"}), Catch::Contains("interval.H"));
   CHECK_THROWS_WITH(parse_config("", {"wan.mode=fast"}), Catch::Contains("wan.mode"));
   CHECK_THROWS_WITH(parse_config("", {"wan.bandwidth_gbps=0"}),

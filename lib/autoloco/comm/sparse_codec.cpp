@@ -55,6 +55,10 @@ void read_chunk(const SparseCodec& c, const std::byte* in, size_t n, std::vector
 
 }  // namespace
 
+SparseCodec sparse_codec(const WireCodec& codec) {
+  return SparseCodec{codec.format, codec.topk_chunk, codec.topk, codec.stochastic};
+}
+
 size_t SparseCodec::kept(size_t n) const {
   if (n == 0) return 0;
   const auto k = static_cast<size_t>(std::ceil(density * static_cast<double>(n)));

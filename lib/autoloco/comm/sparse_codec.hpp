@@ -33,6 +33,9 @@ struct SparseCodec {
   std::string describe() const;
 };
 
+// The sparse codec of a WireCodec with topk > 0 (outer.wire_topk).
+SparseCodec sparse_codec(const WireCodec& codec);
+
 // The kept positions of one chunk of n values: the k largest magnitudes, ties to the lower
 // index, in ascending order.
 std::vector<uint32_t> top_k(const float* values, size_t n, size_t k);

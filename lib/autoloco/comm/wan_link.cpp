@@ -20,22 +20,26 @@ double WanModel::seconds(const LinkTraffic& t) const {
 }
 
 WanLink::WanLink(MpiCommunicator& inter, WanModel model)
-    : ring_(inter.handle()), compressed_(inter.handle()), model_(model) {
+    : ring_(inter.handle()), compressed_(inter.handle()), sparse_(inter.handle()), model_(model) {
   model_.dcs = inter.size();
 }
 
 void WanLink::set_wait_policy(const WaitPolicy& policy) {
   ring_.set_wait_policy(policy);
   compressed_.set_wait_policy(policy);
+  sparse_.set_wait_policy(policy);
   cancel_ = policy.cancel;
 }
 
 size_t WanLink::message_bytes(size_t count, const WireCodec& codec, size_t k) {
-  if (!codec.has_scales()) return PackedLayout{count, ring_dtype(codec), k}.bytes();
+  if (!codec.has_scales() && !codec.sparse()) {
+    return PackedLayout{count, ring_dtype(codec), k}.bytes();
+  }
   return codec.encoded_bytes(count) + k * sizeof(double);
 }
 
 LinkTraffic WanLink::traffic(size_t count, const WireCodec& codec, size_t k) const {
+  if (codec.sparse()) return sparse_.traffic(count, sparse_codec(codec), k);
   return codec.has_scales() ? compressed_.traffic(count, codec, k)
                             : ring_.traffic(count, ring_dtype(codec), k);
 }
@@ -46,14 +50,20 @@ double WanLink::seconds(size_t count, const WireCodec& codec, size_t k) const {
 
 void WanLink::allreduce(float* payload, size_t count, const WireCodec& codec, double* scalars,
                         size_t k, uint64_t stream, float* residual) {
-  if (residual != nullptr && !codec.has_scales()) {
-    throw CommError("internal: error feedback needs a block format (fp8, int8, int4, int2, e3m0)");
+  if (residual != nullptr && !codec.has_scales() && !codec.sparse()) {
+    throw CommError(
+        "internal: error feedback needs a block format (fp8, int8, int4, int2, e3m0) or top-k");
   }
   if (model_.dcs <= 1) return;
   Timer timer;
-  const LinkTraffic t = codec.has_scales()
-                            ? compressed_.run(payload, count, codec, scalars, k, stream, residual)
-                            : ring_.run(payload, count, ring_dtype(codec), scalars, k);
+  LinkTraffic t;
+  if (codec.sparse()) {
+    t = sparse_.run(payload, count, sparse_codec(codec), scalars, k, stream, residual);
+  } else if (codec.has_scales()) {
+    t = compressed_.run(payload, count, codec, scalars, k, stream, residual);
+  } else {
+    t = ring_.run(payload, count, ring_dtype(codec), scalars, k);
+  }
   const double seconds = model_.seconds(t);
   link_s_.store(link_s_.load() + seconds);
   dc_bytes_.store(dc_bytes_.load() +

@@ -18,6 +18,7 @@
 #include "autoloco/comm/mpi_communicator.hpp"
 #include "autoloco/comm/packed_message.hpp"
 #include "autoloco/comm/ring_allreduce.hpp"
+#include "autoloco/comm/sparse_allgather.hpp"
 #include "autoloco/comm/wire_format.hpp"
 
 namespace autoloco {
@@ -51,7 +52,8 @@ class WanLink {
   WanLink(MpiCommunicator& inter, WanModel model);
 
   // The all-reduce across dcs: the payload in the codec's format, the scalars as doubles in the
-  // same messages (ring_allreduce.hpp, compressed_allreduce.hpp); `stream` seeds stochastic
+  // same messages (ring_allreduce.hpp, compressed_allreduce.hpp; a sparse codec's
+  // contributions all-gathered instead, sparse_allgather.hpp); `stream` seeds stochastic
   // rounding; `residual` (block formats only) receives what rounding this rank's contribution
   // lost (compressed_allreduce.hpp). Counts one message of message_bytes(count, codec, k) per
   // member and the bytes sent, charges their link time, and in sleep mode waits for it.
@@ -94,6 +96,7 @@ class WanLink {
  private:
   RingAllreduce ring_;
   CompressedAllreduce compressed_;
+  SparseAllgather sparse_;
   WanModel model_;
   const std::atomic<bool>* cancel_ = nullptr;
   std::atomic<int64_t> dc_bytes_{0};

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "autoloco/comm/packed_message.hpp"
+#include "autoloco/comm/sparse_codec.hpp"
 #include "autoloco/util/error.hpp"
 #include "autoloco/util/splitmix.hpp"
 
@@ -318,6 +319,7 @@ int WireCodec::bits() const {
 }
 
 size_t WireCodec::encoded_bytes(size_t count) const {
+  if (sparse()) return sparse_codec(*this).encoded_bytes(count);
   const size_t value_bytes = (count * static_cast<size_t>(bits()) + 7) / 8;
   return has_scales() ? 4 * block_count(count, block) + value_bytes : value_bytes;
 }
@@ -345,6 +347,7 @@ double WireCodec::error_bound(double v, double scale) const {
 }
 
 std::string WireCodec::describe() const {
+  if (sparse()) return sparse_codec(*this).describe();
   if (!has_scales()) return wire_format_name(format);
   return fmt::format("{}, blocks of {} values with an fp32 scale, {} rounding",
                      wire_format_name(format), block, stochastic ? "stochastic" : "nearest");

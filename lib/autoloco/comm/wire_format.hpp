@@ -30,13 +30,20 @@ struct WireCodec {
   WireFormat format = WireFormat::fp32;
   size_t block = 256;       // values per fp32 scale (block formats)
   bool stochastic = false;  // stochastic rounding (block formats)
+  // SparseLoCo's sparse wire (sparse_codec.hpp): the fraction of each chunk of `topk_chunk`
+  // values sent, in `format`; 0 sends every value. Its messages are all-gathered, not summed
+  // on the way (sparse_allgather.hpp).
+  double topk = 0.0;
+  size_t topk_chunk = 4096;
+
+  bool sparse() const { return topk > 0.0; }
 
   bool has_scales() const;
   // The largest magnitude a code stands for, in units of the block's scale (448 for fp8, 127,
   // 7 and 1 for the integers, 1 for e3m0; 0 for fp32 and bf16, which have no scales).
   float largest() const;
   int bits() const;  // bits of one value
-  // Bytes of `count` encoded values: their scales and their values.
+  // Bytes of `count` encoded values: their scales and their values (and indices when sparse).
   size_t encoded_bytes(size_t count) const;
   // The largest error of a decoded value v of a block whose scale is `scale`, for the tests and
   // docs/methods.md.

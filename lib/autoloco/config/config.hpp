@@ -180,6 +180,9 @@ struct OuterConfig {
   int64_t wire_block = 256;
   std::string wire_rounding = "nearest";
   bool error_feedback = false;
+  double error_feedback_beta = 1.0;
+  double wire_topk = 0.0;
+  int64_t wire_topk_chunk = 4096;
   std::string state_device = "auto";
   std::string overlap = "streaming";
   int64_t overlap_steps = 0;
@@ -214,7 +217,16 @@ struct OuterConfig {
       "fragment: runs stay deterministic)");
     v("error_feedback", s.error_feedback,
       "each dc adds what rounding its last pseudo-gradient lost to the next one (fp8, int8, "
-      "int4, int2 and e3m0; one fp32 value per parameter and dc, shared by its ranks)");
+      "int4, int2 and e3m0, and every format with wire_topk; one fp32 value per parameter and "
+      "dc, shared by its ranks)");
+    v("error_feedback_beta", s.error_feedback_beta,
+      "decay of the error-feedback residual before it joins the next pseudo-gradient, e <- beta "
+      "e + Delta (SparseLoCo's accumulator; 1 keeps all of it)");
+    v("wire_topk", s.wire_topk,
+      "fraction of each wire_topk_chunk values a dc sends, its largest magnitudes in "
+      "wire_dtype with their indices (SparseLoCo; needs error_feedback); 0 sends every value");
+    v("wire_topk_chunk", s.wire_topk_chunk,
+      "values per top-k chunk (2 to 16777216; indices take ceil(log2 chunk) bits)");
     v("state_device", s.state_device,
       "where the outer state (anchor, momentum; fp32) lives: cpu, device (run.device), or auto "
       "(the device for models up to 1B parameters, 8 GB of outer state; the cpu beyond)");

@@ -156,12 +156,23 @@ void validate_outer(const OuterConfig& o) {
                       o.wire_block));
   require_one_of(o.wire_rounding, {"nearest", "stochastic"}, "outer.wire_rounding");
   require(
-      !o.error_feedback || (o.wire_dtype != "fp32" && o.wire_dtype != "bf16"),
+      !o.error_feedback || o.wire_topk > 0.0 || (o.wire_dtype != "fp32" && o.wire_dtype != "bf16"),
       "outer.error_feedback",
-      fmt::format("feeds back what the block formats' rounding lost; outer.wire_dtype {} "
-                  "keeps no residual: set outer.wire_dtype to fp8, int8, int4, int2 or e3m0, or "
-                  "outer.error_feedback=false",
+      fmt::format("feeds back what the wire left out; outer.wire_dtype {} without "
+                  "outer.wire_topk keeps no residual: set outer.wire_dtype to fp8, int8, "
+                  "int4, int2 or e3m0, or outer.wire_topk, or outer.error_feedback=false",
                   o.wire_dtype));
+  require(
+      o.wire_topk >= 0.0 && o.wire_topk <= 1.0, "outer.wire_topk",
+      fmt::format("is the fraction of each chunk sent, in [0, 1] (0: dense), got {}", o.wire_topk));
+  require(o.wire_topk == 0.0 || o.error_feedback, "outer.wire_topk",
+          "drops most of every pseudo-gradient, which only error feedback carries to later "
+          "rounds: set outer.error_feedback=true");
+  require(o.wire_topk_chunk >= 2 && o.wire_topk_chunk <= (int64_t{1} << 24),
+          "outer.wire_topk_chunk",
+          fmt::format("must be 2 to 16777216 values, got {}", o.wire_topk_chunk));
+  require(o.error_feedback_beta >= 0.0 && o.error_feedback_beta <= 1.0, "outer.error_feedback_beta",
+          fmt::format("must be in [0, 1], got {}", o.error_feedback_beta));
   require(!o.error_feedback || o.method != "ddp", "outer.error_feedback",
           "is for the outer sync's pseudo-gradients; ddp's gradients cross the link without it: "
           "set outer.error_feedback=false or outer.method=diloco");

@@ -261,6 +261,17 @@ LinkTraffic planned_traffic(size_t count, const WireCodec& codec, size_t k, int 
   const auto g = static_cast<size_t>(dcs);
   const auto r = static_cast<size_t>(rank);
   auto chunk = [&](size_t c) { return chunk_of(c, count, g).count; };
+  if (codec.sparse()) {
+    // SparseAllgather::traffic: every dc sends its whole encoding and the scalars to each other
+    // dc, all at once.
+    const auto message = static_cast<int64_t>(codec.encoded_bytes(count) + k * sizeof(double));
+    const auto peers = static_cast<int64_t>(g - 1);
+    t.sent_bytes = peers * message;
+    t.phases = 1;
+    t.critical_bytes = peers * message;
+    t.all_bytes = static_cast<int64_t>(g) * peers * message;
+    return t;
+  }
   if (!codec.has_scales()) {
     // RingAllreduce::traffic: chunk c's message is its values in the wire dtype, and chunk 0's
     // carries the scalars (packed, padded to 8 bytes); plain fp32 chunks without scalars travel

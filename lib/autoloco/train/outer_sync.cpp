@@ -71,6 +71,8 @@ WireCodec wire_codec(const OuterConfig& outer) {
   c.format = parse_wire_format(outer.wire_dtype);
   c.block = static_cast<size_t>(outer.wire_block);
   c.stochastic = outer.wire_rounding == "stochastic";
+  c.topk = outer.wire_topk;
+  c.topk_chunk = static_cast<size_t>(outer.wire_topk_chunk);
   return c;
 }
 
@@ -93,6 +95,7 @@ OuterSync::OuterSync(const OuterConfig& outer, int64_t H0, FlatParams& params,
                      WanLink& link, torch::Device state_device, uint64_t rounding_seed,
                      OuterSharding sharding)
     : codec_(wire_codec(outer)),
+      feedback_beta_(outer.error_feedback_beta),
       rounding_seed_(rounding_seed),
       plan_(plan),
       fragment_(fragment),
@@ -281,6 +284,9 @@ void OuterSync::reduce(StagedRound& r) {
   const uint64_t stream =
       rounding_stream(rounding_seed_, static_cast<uint64_t>(in.round) * 0x10000ULL + fragment_);
   float* residual = residual_.defined() ? residual_.data_ptr<float>() : nullptr;
+  // SparseLoCo's accumulator, e <- beta e + Delta: the all-reduce adds the decayed residual to
+  // this round's message.
+  if (residual != nullptr && feedback_beta_ != 1.0) residual_.mul_(feedback_beta_);
   if (sharding_.sharded) {
     reducer_.allreduce_shard_sum(staging_.data_ptr<float>(), static_cast<size_t>(staging_.numel()),
                                  scalars.data(), scalars.size(), codec_, stream, residual);

@@ -155,6 +155,7 @@ class OuterSync {
 
   struct DeviceStaging;  // the GPU side stream and its event (outer_sync.cpp)
   WireCodec codec_;
+  double feedback_beta_;  // outer.error_feedback_beta
   uint64_t rounding_seed_;
   const FragmentPlan& plan_;
   size_t fragment_;
