@@ -61,11 +61,11 @@ class FullShard final : public InnerShard {
 
   torch::Tensor clip(double max_norm) override { return clip_sharded(grads_, max_norm, intra_); }
 
-  int64_t gradient_bytes() const override {
-    return 4 * (grads_.numel() + (pieces_.defined() ? pieces_.numel() : 0));
-  }
+  int64_t gradient_bytes() const override { return 4 * grads_.numel(); }
+  // The batch test's rows are buffers, as the plan counts them (memory_plan.cpp).
   int64_t buffer_bytes() const override {
-    return units_->peak_staging_bytes() + units_->scratch_bytes();
+    return units_->peak_staging_bytes() + units_->scratch_bytes() +
+           4 * (pieces_.defined() ? pieces_.numel() : 0);
   }
 
  private:
