@@ -200,11 +200,16 @@ MemoryClasses plan_memory(const Config& c, const std::string& shard, int ranks_p
   // chunk that carries the round's scalars travels packed, through a send and a receive buffer of a
   // chunk in the wire's dtype (the bench's 4 ranks showed them: about 2 S / dcs over the plan
   // without).
-  if (dcs > 1) {
+  const WireCodec codec = wire_codec(c.outer);
+  if (dcs > 1 && codec.sparse()) {
+    // The sparse wire keeps every dc's encoding of the shard (of a piece), its own included
+    // (sparse_allgather.cpp's in_), and sums them into the message in place.
+    const auto piece = static_cast<size_t>(std::min(S, static_cast<int64_t>(kPieceValues)));
+    host_buffers += dcs * static_cast<int64_t>(codec.encoded_bytes(piece));
+  } else if (dcs > 1) {
     // A shard over 1 GiB goes in pieces: the buffers hold a chunk of the largest.
     const int64_t chunk = ceil_div(std::min(S, static_cast<int64_t>(kPieceValues)), dcs);
     host_buffers += kFloat * chunk;
-    const WireCodec codec = wire_codec(c.outer);
     if (codec.format == WireFormat::fp32 || codec.format == WireFormat::bf16) {
       const DType wire = codec.format == WireFormat::bf16 ? DType::bf16 : DType::f32;
       const PackedLayout packed{static_cast<size_t>(chunk), wire, 0};
