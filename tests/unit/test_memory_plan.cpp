@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "autoloco/comm/wire_format.hpp"
 #include "autoloco/config/config.hpp"
 #include "autoloco/model/model_specs.hpp"
 #include "autoloco/train/memory_plan.hpp"
@@ -133,6 +134,13 @@ TEST_CASE("plan: what the config changes: sgd, local_sgd, ddp, instances, adloco
   const int64_t half = ceil_div(kSmallP, 2);
   CHECK(plan_memory(small(), "none", 1, false, 2).buffers ==
         plan_memory(small(), "none", 1, false).buffers + 3 * 4 * half);
+  // The sparse wire instead keeps both dcs' encodings of the shard.
+  const Config sparse =
+      small({"outer.wire_topk=0.02", "outer.error_feedback=true", "outer.wire_dtype=int2"});
+  const WireCodec sparse_wire{WireFormat::int2, 256, false, 0.02, 4096};
+  CHECK(plan_memory(sparse, "none", 1, false, 2).buffers ==
+        plan_memory(sparse, "none", 1, false).buffers +
+            2 * static_cast<int64_t>(sparse_wire.encoded_bytes(kSmallP)));
 
   const Config adloco = small({"batch.controller=adloco", "batch.instances=3"});
   const MemoryClasses a = plan_memory(adloco, "gradients", 2, false);
