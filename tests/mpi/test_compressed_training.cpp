@@ -63,11 +63,12 @@ Config resume_config(const SharedCorpus& corpus, const std::string& format,
 TEST_CASE("diloco trains over every wire format: the loss falls", "[np=2][compressed]") {
   const SharedCorpus corpus("compressed-train");
   for (const std::string format :
-       {"bf16", "fp8", "int8", "int4", "e3m0", "e3m0+ef", "int2+ef", "topk+int2"}) {
+       {"bf16", "fp8", "int8", "int4", "e3m0", "e3m0+ef", "int2+ef", "topk+int2", "sparseloco"}) {
     INFO("outer.wire_dtype " << format);
-    const bool feedback = format.find('+') != std::string::npos;
-    const bool topk = format == "topk+int2";
-    Config c = compressed_config(corpus, format.substr(topk ? 5 : 0, 4));
+    const bool sparseloco = format == "sparseloco";
+    const bool topk = format == "topk+int2" || sparseloco;
+    const bool feedback = topk || format.find('+') != std::string::npos;
+    Config c = compressed_config(corpus, topk ? "int2" : format.substr(0, 4));
     c.outer.error_feedback = feedback;
     if (topk) {
       // SparseLoCo's wire: 10% of every 256 values, 2 bits each, the residual decayed.
@@ -75,6 +76,8 @@ TEST_CASE("diloco trains over every wire format: the loss falls", "[np=2][compre
       c.outer.wire_topk_chunk = 256;
       c.outer.error_feedback_beta = 0.9;
     }
+    // ...and its outer step: no momentum, the residual in its place.
+    if (sparseloco) c.outer.momentum_mode = "error_feedback";
     Trainer trainer(c, MPI_COMM_WORLD, {false, false});
     CHECK(loss_drop(trainer) > 0.3);
     CHECK(trainer.rounds() == 6);

@@ -104,6 +104,25 @@ TEST_CASE("local_sgd: the new anchor is exactly the mean replica", "[outer]") {
   CHECK(outer->last_momentum() == 0.0);
 }
 
+TEST_CASE("momentum_mode error_feedback: the outer step has no momentum", "[outer]") {
+  CHECK_THROWS_WITH(parse_config("", {"outer.momentum_mode=error_feedback"}),
+                    Catch::Contains("outer.momentum_mode") && Catch::Contains("error_feedback"));
+  CHECK_THROWS_WITH(parse_config("", {"outer.momentum_mode=sparse"}),
+                    Catch::Contains("outer.momentum_mode"));
+  const Config c = parse_config(
+      "", {"outer.momentum_mode=error_feedback", "outer.error_feedback=true",
+           "outer.wire_topk=0.02", "outer.wire_dtype=int2", "outer.lr=0.5", "outer.momentum=0.9"});
+  auto outer = make_outer_optimizer(c.outer, c.interval.H);
+  torch::Tensor anchor = torch::zeros({1});
+  torch::Tensor d = torch::ones({1});
+  outer->step(anchor, d, at_step(4));
+  CHECK(anchor.item<float>() == -0.5F);
+  d = torch::ones({1});
+  outer->step(anchor, d, at_step(8));  // with momentum 0.9 this would be -0.5 - 0.5 * 1.9
+  CHECK(anchor.item<float>() == -1.0F);
+  CHECK(outer->last_momentum() == 0.0);
+}
+
 TEST_CASE("outer momentum schedule: mu by the round's last step", "[outer]") {
   Config c = parse_config("", {"outer.momentum=0.75", "outer.momentum_schedule=[\"400:0.9\"]"});
   NesterovOuter outer(c.outer.lr, c.outer.momentum, parse_momentum_schedule(c.outer), true);

@@ -181,6 +181,7 @@ struct OuterConfig {
   std::string wire_rounding = "nearest";
   bool error_feedback = false;
   double error_feedback_beta = 1.0;
+  std::string momentum_mode = "global";
   double wire_topk = 0.0;
   int64_t wire_topk_chunk = 4096;
   std::string state_device = "auto";
@@ -222,6 +223,9 @@ struct OuterConfig {
     v("error_feedback_beta", s.error_feedback_beta,
       "decay of the error-feedback residual before it joins the next pseudo-gradient, e <- beta "
       "e + Delta (SparseLoCo's accumulator; 1 keeps all of it)");
+    v("momentum_mode", s.momentum_mode,
+      "global (diloco's outer momentum) or error_feedback (no outer momentum: the decayed "
+      "error-feedback accumulator takes its place, as in SparseLoCo; needs error_feedback)");
     v("wire_topk", s.wire_topk,
       "fraction of each wire_topk_chunk values a dc sends, its largest magnitudes in "
       "wire_dtype with their indices (SparseLoCo; needs error_feedback); 0 sends every value");

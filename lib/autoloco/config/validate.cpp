@@ -171,6 +171,11 @@ void validate_outer(const OuterConfig& o) {
   require(o.wire_topk_chunk >= 2 && o.wire_topk_chunk <= (int64_t{1} << 24),
           "outer.wire_topk_chunk",
           fmt::format("must be 2 to 16777216 values, got {}", o.wire_topk_chunk));
+  require_one_of(o.momentum_mode, {"global", "error_feedback"}, "outer.momentum_mode");
+  require(o.momentum_mode != "error_feedback" || (o.error_feedback && o.method == "diloco"),
+          "outer.momentum_mode",
+          "error_feedback replaces diloco's outer momentum with the error-feedback residual: "
+          "set outer.error_feedback=true and outer.method=diloco, or outer.momentum_mode=global");
   require(o.error_feedback_beta >= 0.0 && o.error_feedback_beta <= 1.0, "outer.error_feedback_beta",
           fmt::format("must be in [0, 1], got {}", o.error_feedback_beta));
   require(!o.error_feedback || o.method != "ddp", "outer.error_feedback",

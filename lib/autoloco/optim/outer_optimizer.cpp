@@ -71,6 +71,11 @@ std::unique_ptr<OuterOptimizer> make_outer_optimizer(const OuterConfig& outer, i
   if (outer.method == "diloco") {
     const OuterCorrection correction{parse_correction_mode(outer.correction), outer.correction_beta,
                                      H0};
+    if (outer.momentum_mode == "error_feedback") {
+      // SparseLoCo: anchor <- anchor − lr Δ̄, the residual's decay standing in for momentum.
+      return std::make_unique<NesterovOuter>(outer.lr, 0.0, std::vector<MomentumChange>{}, false,
+                                             correction);
+    }
     return std::make_unique<NesterovOuter>(outer.lr, outer.momentum, parse_momentum_schedule(outer),
                                            outer.nesterov, correction);
   }

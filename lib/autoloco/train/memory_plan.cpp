@@ -41,7 +41,8 @@ bool fused_adamw(const Config& c, bool gpu) {
 // Whether the outer momentum buffer exists: NesterovOuter allocates it at the first step with a
 // momentum above 0, and momentum_schedule may raise it later in the run.
 bool outer_momentum(const OuterConfig& o) {
-  if (o.method != "diloco") return false;  // local_sgd: lr 1, no momentum
+  if (o.method != "diloco") return false;                 // local_sgd: lr 1, no momentum
+  if (o.momentum_mode == "error_feedback") return false;  // the residual stands in for it
   if (o.momentum > 0) return true;
   for (const MomentumChange& m : parse_momentum_schedule(o))
     if (m.mu > 0) return true;
