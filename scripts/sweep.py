@@ -74,6 +74,7 @@ SHORT = {
     "outer.overlap_alpha": "alpha",
     "wan.bandwidth_gbps": "gbps",
     "outer.wire_dtype": "",
+    "inner.optimizer": "",
     "run.seed": "s",
 }
 

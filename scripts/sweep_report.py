@@ -97,7 +97,9 @@ SETTINGS = ["interval.H", "outer.momentum", "outer.momentum_schedule", "outer.co
             "batch.controller", "batch.test", "batch.theta", "batch.lr_scaling",
             "outer.overlap_steps", "outer.overlap_alpha", "outer.fragments",
             "interval.target_utilisation", "outer.wire_dtype", "outer.wire_block",
-            "outer.wire_rounding", "outer.error_feedback", "wan.mode"]
+            "outer.wire_rounding", "outer.error_feedback", "outer.wire_topk",
+            "outer.wire_topk_chunk", "outer.error_feedback_beta", "outer.momentum_mode",
+            "inner.optimizer", "wan.mode"]
 # Outcomes from summary.json for results.csv; mean_H (steps / rounds) and final_batch_mean (the
 # mean over dcs of final_batch) are computed, final_eval_bpb falls back to metrics.jsonl.
 OUTCOMES = ["steps", "tokens", "rounds", "inter_dc_bytes", "sent_bytes", "peak_sync_bytes",
@@ -1033,13 +1035,39 @@ def plot_batch_over_training(path, configs):
 
 # Settings that tell configurations apart without making them different experiments.
 RUN_KEYS = {"run.name", "run.seed", "run.out_dir"}
-WIRE_KEYS = {"outer.wire_dtype", "outer.error_feedback"}
+# What makes a wire (its format, sparsity and error feedback, and SparseLoCo's outer step that
+# replaces the momentum by the accumulator, with its own rate): a twin differs only in these.
+WIRE_KEYS = {"outer.wire_dtype", "outer.error_feedback", "outer.wire_topk",
+             "outer.wire_topk_chunk", "outer.error_feedback_beta", "outer.momentum_mode",
+             "outer.lr"}
 
 
 def compressed(run):
     """Whether the run sent anything but fp32 on the link, or fed its rounding back."""
     return run.config.get("outer.wire_dtype", "fp32") != "fp32" or \
-        bool(run.config.get("outer.error_feedback"))
+        bool(run.config.get("outer.error_feedback")) or \
+        float(run.config.get("outer.wire_topk") or 0) > 0
+
+
+def wire_text(config):
+    """The wire of a run's config: its format, and the kept fraction of each chunk when sparse."""
+    wire = text(config.get("outer.wire_dtype", "fp32"))
+    topk = float(config.get("outer.wire_topk") or 0)
+    if topk > 0:
+        wire += f" top {topk:g} of {config.get('outer.wire_topk_chunk', 4096)}"
+    return wire
+
+
+def feedback_text(config):
+    """Error feedback of a run's config: no, yes, or yes with its decay and the momentum it
+    replaces (SparseLoCo)."""
+    if not config.get("outer.error_feedback"):
+        return "no"
+    beta = float(config.get("outer.error_feedback_beta") or 1.0)
+    out = "yes" if beta == 1.0 else f"yes, β {beta:g}"
+    if config.get("outer.momentum_mode") == "error_feedback":
+        out += f", as momentum (outer lr {float(config.get('outer.lr')):g})"
+    return out
 
 
 def fp32_twin(config, configs):
@@ -1054,12 +1082,15 @@ def fp32_twin(config, configs):
     return None
 
 
-def wire_markdown(configs, measure):
-    """wire.md: one row per configuration, seeds pooled: its wire format, error feedback,
-    rounds, the bytes of a round's messages and sent on the link (all dcs), their ratio to the
-    fp32 twin's, and the final eval loss (and bpb), the measure against the twin's."""
-    columns = ["group", "wire_dtype", "error feedback", "n", "rounds", "message bytes / round",
-               "sent bytes / round", "bytes vs fp32", "final eval loss"] + \
+def wire_markdown(configs, entries, measure):
+    """wire.md: one row per configuration, seeds pooled: its grid values other than the wire's,
+    its wire format (and top-k), error feedback, rounds, the bytes of a round's messages and
+    sent on the link (all dcs), their ratio to the fp32 twin's, and the final eval loss (and
+    bpb), the measure against the twin's."""
+    keys = [k for k in grid_keys(entries) if k not in WIRE_KEYS]
+    columns = ["group"] + keys + ["wire", "error feedback", "n", "rounds",
+                                  "message bytes / round", "sent bytes / round", "bytes vs fp32",
+                                  "final eval loss"] + \
         bpb_columns(measure) + [f"{measure} vs fp32"]
     lines = ["| " + " | ".join(columns) + " |", "|" + " --- |" * len(columns)]
     for config in configs:
@@ -1075,9 +1106,8 @@ def wire_markdown(configs, measure):
             if twin and per_round(twin.runs, "sent_bytes") > 0 else None
         value, twin_value = config.final(measure)[0], twin.final(measure)[0] if twin else None
         first = rs[0].config
-        lines.append("| " + " | ".join([
-            config.group, text(first.get("outer.wire_dtype", "fp32")),
-            "yes" if first.get("outer.error_feedback") else "no", str(len(rs)),
+        lines.append("| " + " | ".join([config.group] + [text(config.grid.get(k)) for k in keys] + [
+            wire_text(first), feedback_text(first), str(len(rs)),
             pm(*config.rounds, fmt="{:.1f}"), si(per_round(rs, "inter_dc_bytes")) + "B",
             si(per_round(rs, "sent_bytes")) + "B", f"{ratio:.3f}" if ratio else "–",
             pm(*config.loss)] + bpb_cells(config, measure) +
@@ -1086,7 +1116,7 @@ def wire_markdown(configs, measure):
               "round (values, block scales, scalars), all dcs; sent bytes: what the dcs sent on "
               "the link for it (summary.json sent_bytes / rounds), which the link time is "
               "charged for. vs fp32: against the configuration with the same settings in fp32 "
-              "without error feedback (the bytes per round, the mean final "
+              "without error feedback, top-k or its outer step (the bytes per round, the mean final "
               f"{MEASURES[measure]})."]
     return "\n".join(lines) + "\n"
 
@@ -1274,7 +1304,7 @@ def report(out_dir):
     if any(overlapped(r) for r in runs):
         markdown["overlap.md"] = overlap_markdown(configs, entries, measure)
     if any(compressed(r) for r in runs):
-        markdown["wire.md"] = wire_markdown(configs, measure)
+        markdown["wire.md"] = wire_markdown(configs, entries, measure)
     timed = c_tok is not None and target_value(spec, configs, measure) is not None
     if timed:
         markdown["time_to_target.md"] = time_to_target_markdown(spec, configs, c_tok, measure,

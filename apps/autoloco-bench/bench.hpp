@@ -23,6 +23,7 @@ struct Args {
   bool ckpt = false;
   bool train = false;
   bool overlap = false;
+  bool optimizer = false;
   bool hf_step = false;
   bool shard = false;
   // --shard: the topology.shard modes and model.recompute settings it compares (--modes,
@@ -93,6 +94,10 @@ int hf_step(const Args& args);
 // The inner steps alone, beside a communication thread that waits patiently on the link, and
 // beside one that spins in MPI_Wait, in one process.
 int overlap(const Args& args);
+
+// inner.optimizer muon against adamw on the same model, in one process: the optimizer step alone
+// (with Newton-Schulz's share) and the whole inner step, taking turns.
+int optimizer(const Args& args);
 
 // The Trainer's whole loop (inner steps and rounds) on every rank of the world, under mpirun:
 // inner step and round times, tokens/s, MFU on GPUs.

@@ -4,21 +4,25 @@
 // per operation (max over ranks, mean over iterations), algbw = bytes / time and busbw = algbw
 // 2 (P - 1) / P, with a data check of every result, and the bytes each rank sent across dcs.
 // The hierarchical path carries a round's scalars, as the outer sync does.
-// Then, for every wire format (outer.wire_dtype, with the default block): the GB/s of encoding
+// Then, for every wire format (outer.wire_dtype, with the default block) and SparseLoCo's top-k
+// in int2 and int4 (outer.wire_topk 0.02 of 4096): the GB/s of encoding
 // and decoding on one rank (fp32 bytes in or out per second), the all-reduce's time, the bytes
 // each rank sent and the busbw over them, and the result's max and rms error against the fp32
 // all-reduce of the same values.
 // With --link-gbps, the link benchmark of link.cpp runs instead.
+#include <fmt/format.h>
 #include <mpi.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "autoloco/comm/hierarchical_allreduce.hpp"
 #include "autoloco/comm/mpi_communicator.hpp"
+#include "autoloco/comm/sparse_codec.hpp"
 #include "autoloco/comm/topology.hpp"
 #include "autoloco/comm/wan_link.hpp"
 #include "autoloco/train/outer_sync.hpp"
@@ -132,17 +136,47 @@ double best_seconds(int64_t iters, Op op) {
   return best;
 }
 
-JsonObject measure_format(const Args& args, WireFormat format, int64_t n, const Topology& topo,
+// The dense formats with the default block, then SparseLoCo's top-k (2% of 4096) in int2 and
+// int4: the codecs a run's outer.wire_* keys can name.
+std::vector<WireCodec> bench_codecs() {
+  std::vector<WireCodec> out;
+  for (WireFormat f : {WireFormat::fp32, WireFormat::bf16, WireFormat::fp8, WireFormat::int8,
+                       WireFormat::int4, WireFormat::int2, WireFormat::e3m0}) {
+    out.push_back(WireCodec{f});
+  }
+  for (WireFormat f : {WireFormat::int2, WireFormat::int4}) {
+    WireCodec sparse{f};
+    sparse.topk = 0.02;
+    sparse.topk_chunk = 4096;
+    out.push_back(sparse);
+  }
+  return out;
+}
+
+std::string codec_label(const WireCodec& codec) {
+  std::string label = wire_format_name(codec.format);
+  if (codec.sparse()) label += fmt::format("+top{:g}/{}", codec.topk, codec.topk_chunk);
+  return label;
+}
+
+JsonObject measure_format(const Args& args, const WireCodec& codec, int64_t n, const Topology& topo,
                           MpiCommunicator& world, MpiCommunicator& intra, MpiCommunicator& inter) {
   const auto count = static_cast<size_t>(n);
-  const WireCodec codec{format};
   const std::vector<float> values = gradient_like(count, topo.dc);
   std::vector<std::byte> wire(codec.encoded_bytes(count));
   std::vector<float> decoded(count);
-  const double encode_s =
-      best_seconds(args.iters, [&] { encode(codec, values.data(), count, wire.data()); });
-  const double decode_s =
-      best_seconds(args.iters, [&] { decode(codec, wire.data(), count, decoded.data()); });
+  double encode_s = 0.0;
+  double decode_s = 0.0;
+  if (codec.sparse()) {
+    const SparseCodec sparse = sparse_codec(codec);
+    encode_s = best_seconds(args.iters,
+                            [&] { encode_sparse(sparse, values.data(), count, wire.data(), 0); });
+    decode_s = best_seconds(args.iters,
+                            [&] { decode_sparse(sparse, wire.data(), count, decoded.data()); });
+  } else {
+    encode_s = best_seconds(args.iters, [&] { encode(codec, values.data(), count, wire.data()); });
+    decode_s = best_seconds(args.iters, [&] { decode(codec, wire.data(), count, decoded.data()); });
+  }
 
   WanLink link(inter, WanModel{1.0, 50.0, false, topo.num_dcs, topo.ranks_per_dc});
   HierarchicalAllreduce reducer(intra, link);
@@ -166,7 +200,7 @@ JsonObject measure_format(const Args& args, WireFormat format, int64_t n, const 
   const int64_t sent = topo.num_dcs > 1 ? link.last_traffic().sent_bytes : 0;
   const double fp32_bytes = 4.0 * static_cast<double>(n);
   return JsonObject()
-      .add("format", wire_format_name(format))
+      .add("format", codec_label(codec))
       .add("floats", n)
       .add("encode_GBps", fp32_bytes / encode_s / 1e9)
       .add("decode_GBps", fp32_bytes / decode_s / 1e9)
@@ -207,10 +241,8 @@ int comm(const Args& args) {
   std::vector<JsonObject> formats;
   for (int64_t n : args.sizes) {
     rows.push_back(measure(args, n, topo, world, intra, inter, ok));
-    for (WireFormat f : {WireFormat::fp32, WireFormat::bf16, WireFormat::fp8, WireFormat::int8,
-                         WireFormat::int4, WireFormat::int2, WireFormat::e3m0}) {
-      formats.push_back(measure_format(args, f, n, topo, world, intra, inter));
-    }
+    for (const WireCodec& codec : bench_codecs())
+      formats.push_back(measure_format(args, codec, n, topo, world, intra, inter));
   }
   if (topo.world_rank == 0) {
     const JsonObject out = header("comm").add("results", rows).add("formats", formats);

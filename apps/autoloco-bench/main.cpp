@@ -7,14 +7,16 @@
 //                  [--repeats R] [--python PATH] [--hf-adamw fused|foreach|default]
 //   autoloco-bench --overlap [CONFIG.yaml] [--set k=v ...] [--steps N] [--warmup N]
 //                  [--repeats R]
+//   autoloco-bench --optimizer [CONFIG.yaml] [--set k=v ...] [--steps N] [--warmup N]
+//                  [--repeats R]
 //   mpirun -n N autoloco-bench --shard [CONFIG.yaml] [--set k=v ...] [--steps N] [--warmup N]
 //                  [--repeats R] [--modes M,M...] [--recompute none,blocks]
 //   mpirun -n N autoloco-bench --comm [--ranks-per-dc R] [--sizes n1,n2,...] [--iters I]
 //                  [--warmup W] [--link-gbps B [--mtu M]]
 //   autoloco-bench --ckpt [--bytes N[K|M|G]] [--dir D] [--repeat R]
 //   autoloco-bench --tokenize --sp-model M [--threads N] [--repeat R] [--spm-encode P] TEXT
-// See train.cpp, shard.cpp, throughput.cpp, hf_step.cpp, overlap.cpp, comm.cpp, link.cpp, ckpt.cpp
-// and tokenize.cpp for what each measures.
+// See train.cpp, shard.cpp, throughput.cpp, hf_step.cpp, overlap.cpp, optimizer.cpp, comm.cpp,
+// link.cpp, ckpt.cpp and tokenize.cpp for what each measures.
 #include <mpi.h>
 
 #include <cmath>
@@ -41,6 +43,8 @@ constexpr const char* kUsage =
     "       autoloco-bench --hf-step [CONFIG.yaml] [--set k=v ...] [--steps N] [--warmup N] "
     "[--repeats R] [--python PATH] [--hf-adamw fused|foreach|default]\n"
     "       autoloco-bench --overlap [CONFIG.yaml] [--set k=v ...] [--steps N] [--warmup N] "
+    "[--repeats R]\n"
+    "       autoloco-bench --optimizer [CONFIG.yaml] [--set k=v ...] [--steps N] [--warmup N] "
     "[--repeats R]\n"
     "       mpirun -n N autoloco-bench --shard [CONFIG.yaml] [--set k=v ...] [--steps N] "
     "[--warmup N] [--repeats R] [--modes none,gradients,full] [--recompute none,blocks]\n"
@@ -151,6 +155,8 @@ Args parse_args(int argc, char** argv) {
       }
     } else if (arg == "--overlap") {
       a.overlap = true;
+    } else if (arg == "--optimizer") {
+      a.optimizer = true;
     } else if (arg == "--shard") {
       a.shard = true;
     } else if (arg == "--comm") {
@@ -205,11 +211,11 @@ Args parse_args(int argc, char** argv) {
     }
   }
   if (int{a.train} + int{a.shard} + int{a.throughput} + int{a.hf_step} + int{a.overlap} +
-          int{a.comm} + int{a.ckpt} + int{a.tokenize} !=
+          int{a.optimizer} + int{a.comm} + int{a.ckpt} + int{a.tokenize} !=
       1) {
     throw ConfigError(
         std::string("choose one benchmark: --train, --shard, --throughput, --hf-step, "
-                    "--overlap, --comm, --ckpt or --tokenize\n") +
+                    "--overlap, --optimizer, --comm, --ckpt or --tokenize\n") +
         kUsage);
   }
   if (a.steps <= 0 || a.warmup < 0 || a.repeats <= 0 || a.iters <= 0 || a.ranks_per_dc <= 0) {
@@ -247,6 +253,7 @@ int main(int argc, char** argv) {
            : args.throughput ? bench::throughput(args)
            : args.hf_step    ? bench::hf_step(args)
            : args.overlap    ? bench::overlap(args)
+           : args.optimizer  ? bench::optimizer(args)
            : args.comm       ? bench::comm(args)
                              : bench::ckpt(args);
   } catch (const std::exception& e) {

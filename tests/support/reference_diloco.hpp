@@ -15,8 +15,10 @@
 
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <vector>
 
+#include "autoloco/comm/sparse_codec.hpp"
 #include "autoloco/config/config.hpp"
 #include "autoloco/data/dataset.hpp"
 #include "autoloco/data/stream.hpp"
@@ -25,15 +27,17 @@
 #include "autoloco/optim/flat_params.hpp"
 #include "autoloco/optim/fragment_plan.hpp"
 #include "autoloco/optim/lr_schedule.hpp"
+#include "autoloco/optim/muon.hpp"
 #include "autoloco/optim/outer_optimizer.hpp"
 #include "autoloco/optim/round_stats.hpp"
+#include "autoloco/train/outer_sync.hpp"
 
 namespace autoloco::test {
 
 struct ReferenceDc {
   Decoder model{nullptr};
   std::unique_ptr<FlatParams> params;
-  std::unique_ptr<FlatAdamW> adamw;
+  std::unique_ptr<InnerOptimizer> optimizer;  // the library's, as inner.optimizer names it
   std::vector<std::unique_ptr<BatchStream>> members;
 };
 
@@ -43,6 +47,46 @@ struct ReferenceResult {
   torch::Tensor anchor;
   std::vector<torch::Tensor> replicas;  // per dc
   int64_t rounds = 0;
+};
+
+// SparseLoCo's wire written out for 2 dcs x 2 members (nearest rounding): member m of each dc
+// takes shard m of its dc's Δ (zero-padded to ⌈n/2⌉, as the hierarchical all-reduce), adds its
+// decayed residual, sends the codec's top-k encoding and keeps what it left out; the mean is
+// the dcs' decodings summed in dc order, over 2.
+struct ReferenceSparseWire {
+  ReferenceSparseWire(const OuterConfig& outer, int64_t numel)
+      : codec(sparse_codec(wire_codec(outer))),
+        beta(outer.error_feedback_beta),
+        n(numel),
+        shard((numel + 1) / 2),
+        residual(4, torch::zeros({(numel + 1) / 2})) {}
+
+  torch::Tensor mean(const torch::Tensor& delta0, const torch::Tensor& delta1) {
+    torch::Tensor sum = torch::zeros({2 * shard});
+    std::vector<std::byte> bytes(codec.encoded_bytes(static_cast<size_t>(shard)));
+    for (int d = 0; d < 2; ++d) {
+      const torch::Tensor padded =
+          torch::constant_pad_nd(d == 0 ? delta0 : delta1, {0, 2 * shard - n});
+      for (int m = 0; m < 2; ++m) {
+        torch::Tensor& e = residual[static_cast<size_t>(2 * d + m)];
+        e.mul_(beta);
+        const torch::Tensor message = padded.narrow(0, m * shard, shard) + e;
+        encode_sparse(codec, message.data_ptr<float>(), static_cast<size_t>(shard), bytes.data(),
+                      0);
+        torch::Tensor decoded = torch::empty({shard});
+        decode_sparse(codec, bytes.data(), static_cast<size_t>(shard), decoded.data_ptr<float>());
+        e = message - decoded;
+        sum.narrow(0, m * shard, shard).add_(decoded);
+      }
+    }
+    return sum.narrow(0, 0, n) / 2.0;
+  }
+
+  SparseCodec codec;
+  double beta;
+  int64_t n;
+  int64_t shard;
+  std::vector<torch::Tensor> residual;  // per dc and member
 };
 
 // One inner step of a dc: the members' mean gradient, clipping, AdamW.
@@ -59,7 +103,7 @@ inline void reference_inner_step(ReferenceDc& dc, const Config& config, int64_t 
     dc.params->grads().copy_(sum / 2.0);
   }
   clip_grad_norm(*dc.params, config.inner.grad_clip);
-  dc.adamw->step(inner_lr(config.inner, step, config.run.steps));
+  dc.optimizer->step(inner_lr(config.inner, step, config.run.steps));
 }
 
 // Fragments (outer.fragments P, fixed interval.H): fragment p > 0 syncs floor(p H / P) steps into
@@ -88,9 +132,8 @@ inline ReferenceResult reference_diloco(const Config& config, int64_t steps, int
       torch::NoGradGuard no_grad;
       dcs[d].params->values().copy_(anchor);
     }
-    const auto& in = config.inner;
-    dcs[d].adamw = std::make_unique<FlatAdamW>(
-        *dcs[d].params, AdamWOptions{in.betas[0], in.betas[1], in.eps, in.weight_decay});
+    dcs[d].optimizer = make_inner_optimizer(config.inner, dcs[d].params->view(),
+                                            muon_matrices(config.model, dcs[d].params->slices()));
     for (int m = 0; m < 2; ++m) {
       dcs[d].members.push_back(std::make_unique<BatchStream>(
           data, config.model.seq_len, config.data.batch_size,
@@ -106,6 +149,11 @@ inline ReferenceResult reference_diloco(const Config& config, int64_t steps, int
     RoundStats stats;
   };
   std::optional<InFlight> in_flight;
+  std::optional<ReferenceSparseWire> sparse;
+  if (config.outer.wire_topk > 0.0) {
+    if (P != 1) throw std::logic_error("reference_diloco: the sparse wire with one fragment only");
+    sparse.emplace(config.outer, anchor.numel());
+  }
   std::vector<std::unique_ptr<OuterOptimizer>> library;
   for (int64_t p = 0; p < P; ++p)
     library.push_back(make_outer_optimizer(config.outer, config.interval.H));
@@ -153,9 +201,14 @@ inline ReferenceResult reference_diloco(const Config& config, int64_t steps, int
       const torch::Tensor a = plan.gather(anchor, p);
       InFlight sync;
       sync.fragment = p;
-      sync.mean_delta = ((a - plan.gather(dcs[0].params->values(), p)) +
-                         (a - plan.gather(dcs[1].params->values(), p))) /
-                        2.0;
+      if (sparse) {
+        sync.mean_delta = sparse->mean(a - plan.gather(dcs[0].params->values(), p),
+                                       a - plan.gather(dcs[1].params->values(), p));
+      } else {
+        sync.mean_delta = ((a - plan.gather(dcs[0].params->values(), p)) +
+                           (a - plan.gather(dcs[1].params->values(), p))) /
+                          2.0;
+      }
       sync.due = step + tau;
       sync.stats.step = step;
       sync.stats.H = step - last_sync[p];

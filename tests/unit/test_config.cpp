@@ -186,3 +186,25 @@ TEST_CASE("config: topology.shard is none, optimizer, gradients or full, and not
   REQUIRE_THROWS_WITH(parse_config("", {"topology.shard=optimizer", "outer.method=ddp"}),
                       Contains("topology.shard") && Contains("ddp"));
 }
+
+TEST_CASE("config: inner.optimizer muon, its keys' ranges, and no sharding with it", "[config]") {
+  const Config c = parse_config("", {"inner.optimizer=muon"});
+  CHECK(c.inner.optimizer == "muon");
+  CHECK(c.inner.muon_lr == 0.0);
+  CHECK(c.inner.muon_momentum == 0.95);
+  CHECK(c.inner.muon_nesterov);
+  CHECK(c.inner.muon_ns_steps == 5);
+  REQUIRE_THROWS_WITH(parse_config("", {"inner.optimizer=lion"}),
+                      Contains("inner.optimizer") && Contains("muon"));
+  REQUIRE_THROWS_WITH(parse_config("", {"inner.optimizer=muon", "inner.muon_momentum=1"}),
+                      Contains("inner.muon_momentum"));
+  REQUIRE_THROWS_WITH(parse_config("", {"inner.optimizer=muon", "inner.muon_ns_steps=0"}),
+                      Contains("inner.muon_ns_steps"));
+  REQUIRE_THROWS_WITH(parse_config("", {"inner.muon_lr=-1"}), Contains("inner.muon_lr"));
+  for (const char* mode : {"optimizer", "gradients", "full"}) {
+    REQUIRE_THROWS_WITH(
+        parse_config("", {"inner.optimizer=muon", std::string("topology.shard=") + mode}),
+        Contains("topology.shard") && Contains("inner.optimizer muon") &&
+            Contains("use topology.shard none"));
+  }
+}

@@ -148,11 +148,16 @@ struct InnerConfig {
   double weight_decay = 0.1;
   double grad_clip = 1.0;
   std::string adamw = "auto";
+  double muon_lr = 0.0;
+  double muon_momentum = 0.95;
+  bool muon_nesterov = true;
+  int64_t muon_ns_steps = 5;
 
   template <class Self, class V>
   static void visit(Self& s, V& v) {
     v("optimizer", s.optimizer,
-      "adamw, or sgd (plain SGD without momentum or decay: a reference for tests)");
+      "adamw; muon (Muon on the blocks' matrices, AdamW on embeddings, head, norms and biases: "
+      "docs/methods.md); or sgd (plain SGD without momentum or decay: a reference for tests)");
     v("lr", s.lr, "peak inner learning rate");
     v("warmup_steps", s.warmup_steps, "linear warm-up steps from 0 to lr");
     v("schedule", s.schedule, "after warm-up: cosine (decay to min_lr_ratio * lr) or constant");
@@ -165,6 +170,12 @@ struct InnerConfig {
     v("adamw", s.adamw,
       "AdamW kernel: fused (LibTorch's one-pass kernel; needs LibTorch 2.x), flat (a few "
       "whole-buffer ops, any LibTorch) or auto (fused on cuda when LibTorch has it, else flat)");
+    v("muon_lr", s.muon_lr,
+      "Muon's peak learning rate, on the same schedule (0: inner.lr, which carries over because "
+      "the update is scaled to AdamW's RMS)");
+    v("muon_momentum", s.muon_momentum, "Muon's momentum mu (B <- mu B + G)");
+    v("muon_nesterov", s.muon_nesterov, "Muon orthogonalises G + mu B instead of B");
+    v("muon_ns_steps", s.muon_ns_steps, "Newton-Schulz iterations per matrix and step");
   }
 };
 
@@ -425,7 +436,7 @@ struct Config {
     v.section("topology", "how the MPI world is split into datacenters", s.topology);
     v.section("model", "the decoder: architecture, sizes, where its weights start", s.model);
     v.section("data", "token shards and batches", s.data);
-    v.section("inner", "the inner optimizer (AdamW) and its schedule", s.inner);
+    v.section("inner", "the inner optimizer (AdamW or Muon) and its schedule", s.inner);
     v.section("outer", "the method and its outer optimizer across datacenters", s.outer);
     v.section("interval", "the number of inner steps per round", s.interval);
     v.section("batch", "the batch of each dc, fixed or adaptive (AdLoCo)", s.batch);

@@ -108,7 +108,13 @@ void validate_data(const DataConfig& d) {
 }
 
 void validate_inner(const InnerConfig& i) {
-  require_one_of(i.optimizer, {"adamw", "sgd"}, "inner.optimizer");
+  require_one_of(i.optimizer, {"adamw", "muon", "sgd"}, "inner.optimizer");
+  require(i.muon_lr >= 0.0 && i.muon_lr < 10.0, "inner.muon_lr",
+          fmt::format("must be in [0, 10) (0: inner.lr), got {}", i.muon_lr));
+  require(i.muon_momentum >= 0.0 && i.muon_momentum < 1.0, "inner.muon_momentum",
+          fmt::format("must be in [0, 1), got {}", i.muon_momentum));
+  require(i.muon_ns_steps >= 1 && i.muon_ns_steps <= 20, "inner.muon_ns_steps",
+          fmt::format("must be in [1, 20], got {}", i.muon_ns_steps));
   require_one_of(i.adamw, {"auto", "fused", "flat"}, "inner.adamw");
   require(
       i.adamw != "fused" || kFusedAdamW, "inner.adamw",
@@ -340,6 +346,11 @@ void validate_shard(const Config& c) {
           "topology.shard " + c.topology.shard +
               " shards the outer state of a low-communication method; outer.method ddp "
               "all-reduces whole gradients across dcs: use topology.shard none with ddp");
+  // A member's shard cuts matrices, and Newton-Schulz needs each one whole.
+  require(c.topology.shard == "none" || c.inner.optimizer != "muon", "topology.shard",
+          "topology.shard " + c.topology.shard +
+              " splits the blocks' matrices across a dc's members, and inner.optimizer muon "
+              "orthogonalises each matrix whole: use topology.shard none with muon (or adamw)");
 }
 
 }  // namespace

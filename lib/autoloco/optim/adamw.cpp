@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <string>
+#include <utility>
 
 #include "autoloco/util/error.hpp"
 
@@ -19,10 +20,19 @@ FlatAdamW::FlatAdamW(FlatParams& params, AdamWOptions options)
     : FlatAdamW(params.view(), options) {}
 
 FlatAdamW::FlatAdamW(const FlatView& view, AdamWOptions options)
+    : FlatAdamW(view, options, torch::zeros_like(view.values), torch::zeros_like(view.values)) {}
+
+FlatAdamW::FlatAdamW(const FlatView& view, AdamWOptions options, torch::Tensor exp_avg,
+                     torch::Tensor exp_avg_sq)
     : view_(view),
       options_(options),
-      exp_avg_(torch::zeros_like(view.values)),
-      exp_avg_sq_(torch::zeros_like(view.values)) {
+      exp_avg_(std::move(exp_avg)),
+      exp_avg_sq_(std::move(exp_avg_sq)) {
+  if (exp_avg_.numel() != view_.numel() || exp_avg_sq_.numel() != view_.numel()) {
+    throw Error("FlatAdamW: moments of " + std::to_string(exp_avg_.numel()) + "/" +
+                std::to_string(exp_avg_sq_.numel()) + " elements for a view of " +
+                std::to_string(view_.numel()));
+  }
   if (options_.fused && !fused_adamw_available()) {
     throw Error("FlatAdamW: the fused kernel needs LibTorch 2.x, this is " TORCH_VERSION);
   }

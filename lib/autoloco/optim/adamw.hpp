@@ -30,24 +30,26 @@ bool fused_adamw_available();
 //   p -= (lr / (1 - b1^t)) m / (sqrt(v) / sqrt(1 - b2^t) + eps)
 // State (m, v, t) is this dc's own and survives outer syncs; checkpoints save it via exp_avg(),
 // exp_avg_sq(), step_count() and restore it with set_state().
-class FlatAdamW final : public InnerOptimizer {
+class FlatAdamW final : public MomentOptimizer {
  public:
   // Over the whole flat buffer, or over `view` (one member's shard: topology.shard), whose
   // tensors must outlive it.
   FlatAdamW(FlatParams& params, AdamWOptions options);
   FlatAdamW(const FlatView& view, AdamWOptions options);
+  // With its moments in `exp_avg` and `exp_avg_sq` (views of a larger state: FlatMuon's).
+  FlatAdamW(const FlatView& view, AdamWOptions options, torch::Tensor exp_avg,
+            torch::Tensor exp_avg_sq);
 
   void step(double lr) override;
 
-  int64_t step_count() const { return step_; }
-  torch::Tensor& exp_avg() { return exp_avg_; }
-  torch::Tensor& exp_avg_sq() { return exp_avg_sq_; }
-  const torch::Tensor& exp_avg() const { return exp_avg_; }
-  const torch::Tensor& exp_avg_sq() const { return exp_avg_sq_; }
+  int64_t step_count() const override { return step_; }
+  torch::Tensor& exp_avg() override { return exp_avg_; }
+  torch::Tensor& exp_avg_sq() override { return exp_avg_sq_; }
+  const torch::Tensor& exp_avg() const override { return exp_avg_; }
+  const torch::Tensor& exp_avg_sq() const override { return exp_avg_sq_; }
   const AdamWOptions& options() const { return options_; }
 
-  // Copies m and v (numel equal to the view's) into the state. Throws Error otherwise.
-  void set_state(int64_t step, const torch::Tensor& m, const torch::Tensor& v);
+  void set_state(int64_t step, const torch::Tensor& m, const torch::Tensor& v) override;
 
  private:
   void fused_step(double lr);

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <numeric>
 
-#include "autoloco/optim/adamw.hpp"
+#include "autoloco/optim/inner_optimizer.hpp"
 
 namespace autoloco {
 
@@ -46,8 +46,8 @@ void merge_instances(ModelInstance& into, const ModelInstance& from) {
   const double wi = bi / (bi + bj);
   const double wj = bj / (bi + bj);
   into.params->values().mul_(wi).add_(from.params->values(), wj);
-  auto* a = dynamic_cast<FlatAdamW*>(into.optimizer.get());
-  const auto* b = dynamic_cast<const FlatAdamW*>(from.optimizer.get());
+  auto* a = dynamic_cast<MomentOptimizer*>(into.optimizer.get());
+  const auto* b = dynamic_cast<const MomentOptimizer*>(from.optimizer.get());
   if (a && b) {
     const torch::Tensor m = a->exp_avg() * wi + b->exp_avg() * wj;
     const torch::Tensor v = a->exp_avg_sq() * wi + b->exp_avg_sq() * wj;

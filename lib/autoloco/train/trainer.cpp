@@ -12,6 +12,7 @@
 #include "autoloco/model/hf_weights.hpp"
 #include "autoloco/optim/adamw.hpp"
 #include "autoloco/optim/lr_schedule.hpp"
+#include "autoloco/optim/muon.hpp"
 #include "autoloco/train/device_placement.hpp"
 #include "autoloco/train/full_shard.hpp"
 #include "autoloco/train/precision.hpp"
@@ -166,7 +167,8 @@ void Trainer::build_instances(const std::vector<size_t>& shard_subset) {
       if (recompute == Recompute::blocks)
         inst.model->set_runner(make_recompute_runner(device_, bf16_));
     }
-    inst.optimizer = make_inner_optimizer(config_.inner, inst.shard->view());
+    inst.optimizer = make_inner_optimizer(config_.inner, inst.shard->view(),
+                                          muon_matrices(config_.model, inst.params->slices()));
     if (inst.batch->needs_samples()) {
       inst.samples = std::make_unique<GradientSamples>(
           SampleLayout::for_dc(topo_.ranks_per_dc).per_rank, topo_.member == 0);

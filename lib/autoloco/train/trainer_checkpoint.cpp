@@ -19,7 +19,7 @@
 #include "autoloco/ckpt/write_rate.hpp"
 #include "autoloco/comm/text_collectives.hpp"
 #include "autoloco/metrics/progress.hpp"
-#include "autoloco/optim/adamw.hpp"
+#include "autoloco/optim/inner_optimizer.hpp"
 #include "autoloco/train/inner_shard.hpp"
 #include "autoloco/train/trainer.hpp"
 #include "autoloco/util/error.hpp"
@@ -61,7 +61,7 @@ int64_t Trainer::checkpoint_bytes_rank0() const {
   }
   for (const ModelInstance& inst : instances_) {
     bytes += inst.params->values().numel() * kFloat;  // the replica, or its shard
-    if (dynamic_cast<const FlatAdamW*>(inst.optimizer.get()) != nullptr) {
+    if (dynamic_cast<const MomentOptimizer*>(inst.optimizer.get()) != nullptr) {
       bytes += 2 * kFloat * inst.shard->span().count();  // the moments, or their shards
     }
   }

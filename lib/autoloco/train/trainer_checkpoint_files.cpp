@@ -14,7 +14,7 @@
 #include "autoloco/ckpt/flat_pieces.hpp"
 #include "autoloco/ckpt/h5_file.hpp"
 #include "autoloco/ckpt/layout.hpp"
-#include "autoloco/optim/adamw.hpp"
+#include "autoloco/optim/inner_optimizer.hpp"
 #include "autoloco/train/checkpoint_tables.hpp"
 #include "autoloco/train/inner_shard.hpp"
 #include "autoloco/train/outer_checkpoint.hpp"
@@ -120,7 +120,7 @@ ManifestFile Trainer::write_dc_file(const std::string& dir) {
     const std::string at = instance_prefix(inst.id);
     // Fully sharded, each member writes its shard of the replica (write_rank_shards).
     if (inst.params->keeps_all()) write_tensor(w, at + "replica/values", inst.params->values());
-    if (auto* adamw = dynamic_cast<FlatAdamW*>(inst.optimizer.get())) {
+    if (auto* adamw = dynamic_cast<MomentOptimizer*>(inst.optimizer.get())) {
       w.write(at + "adamw/step", adamw->step_count());
       // Sharded, each member writes its shard of the moments (write_rank_file).
       if (inst.shard->span().whole()) {
@@ -142,7 +142,7 @@ void Trainer::write_rank_shards(H5Writer& w) {
     if (!inst.params->keeps_all()) {
       write_shard(w, at + "replica/values", inst.params->values(), span);
     }
-    auto* adamw = dynamic_cast<FlatAdamW*>(inst.optimizer.get());
+    auto* adamw = dynamic_cast<MomentOptimizer*>(inst.optimizer.get());
     if (!adamw || span.whole()) continue;
     write_shard(w, at + "adamw/exp_avg", adamw->exp_avg(), span);
     write_shard(w, at + "adamw/exp_avg_sq", adamw->exp_avg_sq(), span);

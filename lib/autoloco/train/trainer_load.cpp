@@ -14,7 +14,7 @@
 #include "autoloco/ckpt/flat_pieces.hpp"
 #include "autoloco/ckpt/h5_file.hpp"
 #include "autoloco/ckpt/layout.hpp"
-#include "autoloco/optim/adamw.hpp"
+#include "autoloco/optim/inner_optimizer.hpp"
 #include "autoloco/train/checkpoint_tables.hpp"
 #include "autoloco/train/outer_checkpoint.hpp"
 #include "autoloco/train/trainer.hpp"
@@ -247,7 +247,7 @@ Trainer::Resumed Trainer::load_checkpoint(const std::string& path) {
         torch::NoGradGuard no_grad;
         params.values().copy_(read_shard(d, members, at + "replica/values", kept));
       }
-      if (auto* adamw = dynamic_cast<FlatAdamW*>(inst.optimizer.get())) {
+      if (auto* adamw = dynamic_cast<MomentOptimizer*>(inst.optimizer.get())) {
         // Whole in the dc's file, or the pieces of its members' rank files: this member reads
         // its shard of them, whatever shard mode and ranks_per_dc wrote them.
         const ShardSpan& span = inst.shard->span();

@@ -10,6 +10,7 @@
 #include "autoloco/metrics/progress.hpp"
 #include "autoloco/model/model_specs.hpp"
 #include "autoloco/optim/adamw.hpp"
+#include "autoloco/optim/muon.hpp"
 #include "autoloco/train/trainer.hpp"
 #include "autoloco/util/blas_threads.hpp"
 #include "autoloco/util/error.hpp"
@@ -18,6 +19,25 @@
 #include "autoloco/util/slurm_job.hpp"
 
 namespace autoloco {
+
+namespace {
+
+std::string describe_inner(const InnerOptimizer& optimizer, const InnerConfig& inner) {
+  const auto kernel = [](const AdamWOptions& o) { return o.fused ? "fused" : "flat"; };
+  if (const auto* adamw = dynamic_cast<const FlatAdamW*>(&optimizer))
+    return fmt::format("adamw ({} kernel)", kernel(adamw->options()));
+  if (const auto* muon = dynamic_cast<const FlatMuon*>(&optimizer)) {
+    const MuonOptions& o = muon->options();
+    return fmt::format(
+        "muon on {} block matrices (momentum {}{}, {} Newton-Schulz steps, lr x {:g}), adamw ({} "
+        "kernel) on the rest",
+        muon->matrices().size(), o.momentum, o.nesterov ? " nesterov" : "", o.ns_steps, o.lr_ratio,
+        kernel(o.adamw));
+  }
+  return inner.optimizer;
+}
+
+}  // namespace
 
 // The architecture, its size and what its weights cost each rank: the line a user checks a
 // preset and its overrides against.
@@ -99,11 +119,9 @@ void Trainer::log_start() const {
     log::info("method ddp: gradients all-reduced over the world every step, wire {} | intra-dc {}",
               codec.describe(), grad_comm_->backend());
   }
-  const auto* adamw = dynamic_cast<const FlatAdamW*>(instances_[0].optimizer.get());
-  log::info("precision {} | tf32 {} | inner {}{}",
-            bf16_ ? "bf16 autocast over fp32 weights" : "fp32",
-            device_.is_cuda() && config_.run.tf32 ? "on" : "off", config_.inner.optimizer,
-            adamw ? (adamw->options().fused ? " (fused kernel)" : " (flat kernel)") : "");
+  log::info("precision {} | tf32 {} | inner {}", bf16_ ? "bf16 autocast over fp32 weights" : "fp32",
+            device_.is_cuda() && config_.run.tf32 ? "on" : "off",
+            describe_inner(*instances_[0].optimizer, config_.inner));
   log::info("batch {}{}", instances_[0].batch->describe(),
             instances_.size() > 1 ? fmt::format(" | {} instances per rank, merging every {} rounds",
                                                 instances_.size(), config_.batch.merge_every)
