@@ -54,6 +54,24 @@ TEST_CASE("plan: a small model's classes on the cpu, worked out by hand", "[plan
   CHECK(m.device() == m.total());
 }
 
+TEST_CASE("plan: Muon keeps AdamW's classes plus its scratch per matrix shape, by hand",
+          "[plan][muon]") {
+  const Config adamw = small();
+  const Config muon = small({"inner.optimizer=muon"});
+  const MemoryClasses a = plan_memory(adamw, "none", 1, false);
+  const MemoryClasses m = plan_memory(muon, "none", 1, false);
+  // The blocks' matrices of d = 16 have shapes 48 x 16 (qkv), 16 x 16 (proj), 64 x 16 (fc) and
+  // 16 x 64 (proj): per shape the fp32 Nesterov input (rows cols) and X, Y (m n), A, B (m m) with
+  // m = 16; fp32 on the CPU, bf16 on a GPU.
+  const int64_t shapes_rc = 48 * 16 + 16 * 16 + 64 * 16 + 16 * 64;
+  const int64_t shapes_mm = 4 * 16 * 16;
+  CHECK(m.optimizer == a.optimizer + 4 * shapes_rc + 4 * (2 * shapes_rc + 2 * shapes_mm));
+  CHECK(plan_memory(muon, "none", 1, true).optimizer ==
+        plan_memory(adamw, "none", 1, true).optimizer + 4 * shapes_rc +
+            2 * (2 * shapes_rc + 2 * shapes_mm));
+  CHECK(m.total() - m.optimizer == a.total() - a.optimizer);
+}
+
 TEST_CASE("plan: sharded classes fall as ceil(P / R) for R = 1, 2, 4 and 3", "[plan]") {
   const Config c = small({"outer.error_feedback=true", "outer.wire_dtype=int8"});
   for (int R : {1, 2, 4, 3}) {

@@ -2,6 +2,8 @@
 #include "autoloco/train/memory_plan.hpp"
 
 #include <algorithm>
+#include <set>
+#include <utility>
 
 #include "autoloco/comm/chunks.hpp"
 #include "autoloco/comm/packed_message.hpp"
@@ -15,6 +17,26 @@ namespace autoloco {
 namespace {
 
 constexpr int64_t kFloat = 4;
+
+// FlatMuon's scratch, allocated once per distinct shape of the blocks' matrices: the Nesterov
+// input (fp32, rows x cols) and Newton-Schulz's X and Y (m x n) and A and B (m x m), m the
+// smaller side, in bf16 on a GPU and fp32 on the CPU (muon.cpp).
+int64_t muon_scratch_bytes(const Config& c, bool gpu) {
+  std::set<std::pair<int64_t, int64_t>> shapes;
+  for (const ParamSpec& p : parameter_specs(c.model)) {
+    const int64_t unit = unit_of_parameter(c.model, p.name);
+    if (p.shape.size() == 2 && unit >= 1 && unit <= c.model.n_layer)
+      shapes.emplace(p.shape[0], p.shape[1]);
+  }
+  const int64_t ns = gpu ? 2 : 4;
+  int64_t bytes = 0;
+  for (const auto& [rows, cols] : shapes) {
+    const int64_t m = std::min(rows, cols);
+    const int64_t n = std::max(rows, cols);
+    bytes += (c.inner.muon_nesterov ? kFloat * rows * cols : 0) + ns * (2 * m * n + 2 * m * m);
+  }
+  return bytes;
+}
 
 // gradient_sync.cpp's and the sharded modes' bucket: gradients cross the intra-dc link 2^22
 // floats at a time.
@@ -160,11 +182,14 @@ MemoryClasses plan_memory(const Config& c, const std::string& shard, int ranks_p
   // Stages 2 and 3 keep only the reduced shard once backward has reduce-scattered its buckets
   // or units; none and optimizer keep the whole all-reduced gradient for the step.
   m.gradients = kFloat * (shard == "gradients" || full ? S : P) * I;
-  if (c.inner.optimizer == "adamw") {
-    // Two fp32 moments; the flat kernel also keeps a denominator of the same size (adamw.cpp's
-    // denom_), the fused one only a step counter.
+  if (c.inner.optimizer == "adamw" || c.inner.optimizer == "muon") {
+    // Two fp32 moments (Muon keeps its momentum in the first, muon.hpp); the flat kernel also
+    // keeps a denominator of the same size (adamw.cpp's denom_), the fused one only a step
+    // counter. Muon runs unsharded only (validation), and keeps Newton-Schulz's scratch per
+    // matrix shape.
     m.optimizer = 2 * kFloat * X * I;
     if (!fused_adamw(c, gpu)) m.optimizer += kFloat * X * I;
+    if (c.inner.optimizer == "muon") m.optimizer += muon_scratch_bytes(c, gpu) * I;
   }
   // ddp has no anchor: its one optimizer is the inner one. Member m's outer step needs only
   // shard m of the anchor and momentum (ALGORITHMS.md §5), so they shard with the optimizer.
