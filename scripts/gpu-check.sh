@@ -4,7 +4,8 @@
 # builds autoloco against the python torch package's LibTorch and NCCL (the system's, else the
 # nvidia-nccl-cu13 wheel's), runs the gpu-labelled tests, then
 # `autoloco-bench --train configs/gpt2-small.yaml` as 1 dc on the GPU and as 2 and 4 simulated
-# dcs (one rank each) sharing it, and configs/llama-3.2-1b.yaml as 1 dc, and prints a table.
+# dcs (one rank each) sharing it, and configs/llama-3.2-1b.yaml as 1 dc, then
+# `autoloco-bench --optimizer` (Muon's inner step against AdamW's), and prints a table.
 #
 #   scripts/gpu-check.sh [--skip-build | --build-only] [--no-tests] [--no-bench] [--cpu-smoke]
 #
@@ -351,6 +352,25 @@ run_bench() {
   fail "bench $label"
 }
 
+# run_optimizer_bench CONFIG: autoloco-bench --optimizer (inner.optimizer muon against adamw, and
+# Newton-Schulz's share: issue 35) in one process; its JSON, labelled, goes to bench.jsonl.
+run_optimizer_bench() {
+  local config=$1 out="$work/bench-optimizer.out" err="$work/bench-optimizer.err" json
+  say "bench optimizer: muon against adamw"
+  if timeout --kill-after=10 "$bench_timeout" "$build_dir/apps/autoloco-bench" --optimizer \
+    "$config" "${bench_overrides[@]}" --steps 10 --warmup 3 --repeats 2 >"$out" 2>"$err"; then
+    json=$(grep '^{"benchmark":"optimizer"' "$out" | tail -n 1 || true)
+    if [[ -n "$json" ]]; then
+      echo "$json"
+      echo "{\"label\":\"optimizer\",${json#\{}" >>"$work/bench.jsonl"
+      return 0
+    fi
+    echo "(no JSON line in the output)"
+  fi
+  tail -n 20 "$err" "$out"
+  fail "bench optimizer"
+}
+
 if ((!no_bench)); then
   [[ -x "$build_dir/apps/autoloco-bench" ]] || abort "$build_dir/apps/autoloco-bench is not built"
   run_bench 1dc 1
@@ -358,5 +378,7 @@ if ((!no_bench)); then
   run_bench 4dc 4
   # The llama preset's step time and MFU (issue 32): one dc on the GPU.
   run_bench llama-1b-1dc 1 configs/llama-3.2-1b.yaml
+  # The Muon inner step against AdamW's, Newton-Schulz in bf16 (issue 35).
+  run_optimizer_bench configs/gpt2-small.yaml
   echo "phase: $((SECONDS - phase_start))s"
 fi

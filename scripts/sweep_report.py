@@ -27,9 +27,11 @@ effective config.yaml (any setting, including those the summary lacks, flattened
                           configuration, its bytes per round and final measure against the same
                           settings in fp32
   time_to_target.md/.png  with the spec's time_to_target {reference: GROUP, within: 0.01} (or
-                          {loss: L} or {bpb: B}; optional by: AXIS): the simulated time of every
-                          configuration to the target, and the measure against simulated time,
-                          one panel per value of `by`
+                          {loss: L} or {bpb: B}; optional by: AXIS; optional where: {KEY: V}
+                          narrowing the reference group to the configurations with those
+                          settings, then every row's "vs reference" is against that one): the
+                          simulated time of every configuration to the target, and the measure
+                          against simulated time, one panel per value of `by`
 
 The measure: eval bpb (bits per byte of the validation text: the eval loss in nats per token /
 ln 2 / the validation split's bytes per token, from the shards' prepare.json) when every finished
@@ -70,7 +72,8 @@ max(0, link_s − the compute of those steps at c_tok); a blocking one all of it
 tokens are the tokens (all ranks) done by then and c_tok is the median over the finished runs
 of (sim_time_s − exposed_link_s) / tokens: one compute cost per token for every
 run, free of the noise of a shared machine, and fair between runs whose batches differ (a step
-of a grown batch costs more). With one fixed batch for every run, tokens are proportional to
+of a grown batch costs more). A sweep over inner.optimizer charges each optimizer its own
+median instead (c_tok times its cost_scale), since Muon's step costs more than AdamW's. With one fixed batch for every run, tokens are proportional to
 steps and this is step × c with c = c_tok × tokens per step, the median compute seconds per step.
 The tokens done at an evaluation are interpolated (linearly in steps, exact within a round, whose
 batch is fixed) between the known points: 0 at step 0, each round's end (syncs.jsonl: the sum of
@@ -153,6 +156,9 @@ class Run:
         if os.path.exists(config_path):
             with open(config_path) as f:
                 self.config = flatten(yaml.safe_load(f) or {})
+        # Its inner optimizer's compute cost per token relative to c_tok (compute_per_token):
+        # 1 unless the sweep compares inner optimizers, whose steps cost differently.
+        self.cost_scale = 1.0
 
     def setting(self, key):
         """A config value: the grid's if the key is a grid axis, else the effective config's."""
@@ -293,7 +299,8 @@ class Run:
             landed = s.get("landed_step", s["step"])
             if landed > step:
                 continue
-            covered = c_tok * (self.tokens_at(landed) - self.tokens_at(s["step"]))
+            covered = c_tok * self.cost_scale * (self.tokens_at(landed) -
+                                                  self.tokens_at(s["step"]))
             exposed += max(0.0, s["link_s"] - covered)
         return exposed
 
@@ -395,24 +402,45 @@ def text(value):
     return str(value)
 
 
+def grid_keys_of(configs):
+    """The grid axes of the configurations, in first-seen order."""
+    return list(dict.fromkeys(k for c in configs for k in c.grid))
+
+
 def grid_keys(entries):
     """Every grid axis of any run, in order of first appearance."""
     return list(dict.fromkeys(k for e in entries for k in (e.get("grid") or {})))
 
 
+def run_cost(run):
+    """A run's measured compute seconds per token (all ranks)."""
+    s = run.summary
+    return (s["sim_time_s"] - s.get("exposed_link_s", s["link_s"])) / run.tokens
+
+
 def compute_per_token(runs):
     """c_tok: median over the runs of (sim_time_s − exposed_link_s) / tokens, the compute
-    seconds per token (all ranks); None when no run has tokens."""
-    costs = [(r.summary["sim_time_s"] - r.summary.get("exposed_link_s", r.summary["link_s"]))
-             / r.tokens
-             for r in runs if r.tokens]
-    return float(np.median(costs)) if costs else None
+    seconds per token (all ranks); None when no run has tokens. When the runs differ in
+    inner.optimizer, each run's cost_scale becomes its optimizer's median over c_tok, so that a
+    costlier step (Muon's Newton-Schulz) is charged as measured."""
+    timed = [r for r in runs if r.tokens]
+    if not timed:
+        return None
+    c_tok = float(np.median([run_cost(r) for r in timed]))
+    optimizers = {r.config.get("inner.optimizer", "adamw") for r in timed}
+    if len(optimizers) > 1:
+        for optimizer in optimizers:
+            own = [r for r in timed if r.config.get("inner.optimizer", "adamw") == optimizer]
+            scale = float(np.median([run_cost(r) for r in own])) / c_tok
+            for r in own:
+                r.cost_scale = scale
+    return c_tok
 
 
 def sim_time(run, step, c_tok):
     """Simulated seconds by an inner step: tokens done × c_tok + the exposed link seconds of
     the syncs landed by then (Run.exposed_link_at)."""
-    return run.tokens_at(step) * c_tok + run.exposed_link_at(step, c_tok)
+    return run.tokens_at(step) * c_tok * run.cost_scale + run.exposed_link_at(step, c_tok)
 
 
 def cost_text(runs, c_tok):
@@ -421,6 +449,11 @@ def cost_text(runs, c_tok):
     if c_tok is None:
         return "c_tok unknown (no summary.json has tokens)"
     words = f"c_tok = {1e6 * c_tok:.4g} µs per token"
+    scales = sorted({(r.config.get("inner.optimizer", "adamw"), r.cost_scale) for r in runs
+                     if r.cost_scale != 1.0})
+    if scales:
+        words += " (times " + ", ".join(f"{s:.3f} for inner.optimizer {o}"
+                                        for o, s in scales) + ": each optimizer's median)"
     per_step = {r.tokens / r.summary["steps"] for r in runs
                 if not r.adaptive_batch and r.tokens and r.summary.get("steps")}
     if len(per_step) == 1:
@@ -607,7 +640,7 @@ def batch_markdown(configs, entries, runs, c_tok, measure):
         final_mean = mean_sd([r.final_batch_mean for r in rs])[0]
         changes = mean_sd([r.batch_changes() for r in rs])[0]
         tokens = mean_sd([r.tokens for r in rs])[0]
-        simulated = mean_sd([r.tokens * c_tok + r.exposed_link_s(c_tok) for r in rs
+        simulated = mean_sd([r.tokens * c_tok * r.cost_scale + r.exposed_link_s(c_tok) for r in rs
                              if r.tokens is not None and c_tok is not None])
         lines.append("| " + " | ".join(
             [config.group] + [text(config.grid.get(k)) for k in keys] +
@@ -1147,8 +1180,16 @@ def target_value(spec, configs, measure):
         return None
     if t.get(own) is not None:
         return float(t[own])
-    finals = [r.final(own) for c in configs if c.group == t.get("reference") for r in c.runs]
+    finals = [r.final(own) for c in reference_configs(t, configs) for r in c.runs]
     return float(np.mean(finals)) * (1.0 + float(t.get("within", 0.01))) if finals else None
+
+
+def reference_configs(t, configs):
+    """The configurations of time_to_target's `reference` group that match its optional `where`
+    (settings compared loosely, as a curve's)."""
+    where = t.get("where") or {}
+    return [c for c in configs if c.group == t.get("reference") and c.runs and
+            all(loose(c.setting(k)) == loose(v) for k, v in where.items())]
 
 
 def run_time_to_target(run, target, c_tok, measure):
@@ -1183,7 +1224,7 @@ def time_to_target_rows(spec, configs, c_tok, measure):
             continue
         reached = [run_time_to_target(r, target, c_tok, measure) for r in config.runs]
         exposed = [r.exposed_link_s(c_tok) for r in config.runs]
-        compute = [r.tokens * c_tok for r in config.runs]
+        compute = [r.tokens * c_tok * r.cost_scale for r in config.runs]
         rows.append({
             "config": config, "by": config.setting(by) if by else None, "order": order,
             "n": len(config.runs), "reached": sum(x is not None for x in reached),
@@ -1203,11 +1244,18 @@ def time_to_target_markdown(spec, configs, c_tok, measure, note):
     target, by, rows = time_to_target_rows(spec, configs, c_tok, measure)
     own = target_measure(spec, measure)
     t = spec["time_to_target"]
-    reference = {}  # the reference group's first configuration at each value of `by`
+    # The reference: with `where`, its one configuration for every row; else the reference
+    # group's first configuration at each value of `by`.
+    chosen = reference_configs(t, configs)
+    reference = {}
     for row in rows:
-        if row["config"].group == t.get("reference"):
+        if row["config"] in chosen:
             reference.setdefault(row["by"], row["seconds"][0])
-    columns = ["group"] + ([by] if by else []) + [
+    if t.get("where") and reference:
+        single = next(iter(reference.values()))
+        reference = {row["by"]: single for row in rows}
+    keys = [k for k in grid_keys_of(configs) if k != by]
+    columns = ["group"] + ([by] if by else []) + keys + [
         "reached", "steps to target", "simulated s to target", "vs reference",
         "exposed link s (run)", "utilisation (simulated)", "final eval loss"] + \
         bpb_columns(measure)
@@ -1218,13 +1266,19 @@ def time_to_target_markdown(spec, configs, c_tok, measure, note):
         ratio = f"{seconds / ref:.2f}" if seconds is not None and ref else "–"
         lines.append("| " + " | ".join(
             [row["config"].group] + ([text(row["by"])] if by else []) +
+            [text(row["config"].grid.get(k)) for k in keys] +
             [f"{row['reached']}/{row['n']}", pm(*row["steps"], fmt="{:.0f}"),
              pm(*row["seconds"], fmt="{:.1f}"), ratio, pm(*row["exposed"], fmt="{:.1f}"),
              pm(*row["utilisation"], fmt="{:.3f}"), pm(*row["config"].loss)] +
             bpb_cells(row["config"], measure)) + " |")
-    source = (f"{t['reference']}'s mean final {MEASURES[own]} × "
+    where = ", ".join(f"{k} {text(v)}" for k, v in (t.get("where") or {}).items())
+    name = f"{t['reference']} ({where})" if where else t["reference"]
+    source = (f"{name}'s mean final {MEASURES[own]} × "
               f"{1 + float(t.get('within', 0.01)):g}"
               if t.get(own) is None else f"the spec's time_to_target.{own}")
+    versus = (f"that of {name}" if where else
+              "that of the reference group's first configuration at the same "
+              f"{by or 'setting'}")
     lines += ["", f"Target {MEASURES[own]} {target:.4f} ({source}). reached: runs (seeds) whose "
               "evaluations reach it; steps and simulated seconds to target: mean ± sample sd "
               "over those runs, each interpolated linearly between the two evaluations that "
@@ -1232,8 +1286,8 @@ def time_to_target_markdown(spec, configs, c_tok, measure, note):
               "seconds of the syncs landed by then, a sync exposing max(0, link_s − the compute "
               "of the steps it overlapped at c_tok) (sweep_report.py, Run.exposed_link_at); "
               f"{cost_text([r for row in rows for r in row['config'].runs], c_tok)}. vs "
-              "reference: the mean time over that of the reference group's first "
-              f"configuration at the same {by or 'setting'}. utilisation (simulated): tokens × c_tok / (that + the whole "
+              f"reference: the mean time over {versus}. utilisation (simulated): tokens × "
+              "c_tok / (that + the whole "
               "run's exposed link seconds). " + note]
     return "\n".join(lines) + "\n"
 
