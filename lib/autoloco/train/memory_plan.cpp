@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <set>
 #include <utility>
+#include <vector>
 
 #include "autoloco/comm/chunks.hpp"
 #include "autoloco/comm/packed_message.hpp"
@@ -18,16 +19,31 @@ namespace {
 
 constexpr int64_t kFloat = 4;
 
+// The blocks' matrices Muon steps (muon_matrices), as (rows, cols) of each parameter.
+std::vector<std::pair<int64_t, int64_t>> muon_shapes(const ModelConfig& model) {
+  std::vector<std::pair<int64_t, int64_t>> out;
+  for (const ParamSpec& p : parameter_specs(model)) {
+    const int64_t unit = unit_of_parameter(model, p.name);
+    if (p.shape.size() == 2 && unit >= 1 && unit <= model.n_layer)
+      out.emplace_back(p.shape[0], p.shape[1]);
+  }
+  return out;
+}
+
+// The elements AdamW steps beside Muon's matrices.
+int64_t muon_adamw_numel(const ModelConfig& model) {
+  int64_t n = parameter_count(model);
+  for (const auto& [rows, cols] : muon_shapes(model))
+    n -= rows * cols;
+  return n;
+}
+
 // FlatMuon's scratch, allocated once per distinct shape of the blocks' matrices: the Nesterov
 // input (fp32, rows x cols) and Newton-Schulz's X and Y (m x n) and A and B (m x m), m the
 // smaller side, in bf16 on a GPU and fp32 on the CPU (muon.cpp).
 int64_t muon_scratch_bytes(const Config& c, bool gpu) {
-  std::set<std::pair<int64_t, int64_t>> shapes;
-  for (const ParamSpec& p : parameter_specs(c.model)) {
-    const int64_t unit = unit_of_parameter(c.model, p.name);
-    if (p.shape.size() == 2 && unit >= 1 && unit <= c.model.n_layer)
-      shapes.emplace(p.shape[0], p.shape[1]);
-  }
+  const auto all = muon_shapes(c.model);
+  const std::set<std::pair<int64_t, int64_t>> shapes(all.begin(), all.end());
   const int64_t ns = gpu ? 2 : 4;
   int64_t bytes = 0;
   for (const auto& [rows, cols] : shapes) {
@@ -183,13 +199,14 @@ MemoryClasses plan_memory(const Config& c, const std::string& shard, int ranks_p
   // or units; none and optimizer keep the whole all-reduced gradient for the step.
   m.gradients = kFloat * (shard == "gradients" || full ? S : P) * I;
   if (c.inner.optimizer == "adamw" || c.inner.optimizer == "muon") {
-    // Two fp32 moments (Muon keeps its momentum in the first, muon.hpp); the flat kernel also
-    // keeps a denominator of the same size (adamw.cpp's denom_), the fused one only a step
-    // counter. Muon runs unsharded only (validation), and keeps Newton-Schulz's scratch per
-    // matrix shape.
+    // Two fp32 moments (Muon keeps its momentum in the first, muon.hpp); AdamW's flat kernel
+    // also keeps a denominator of the elements it steps (adamw.cpp's denom_), the fused one only
+    // a step counter. Muon runs unsharded only (validation): AdamW steps what its matrices
+    // leave, and Newton-Schulz keeps its scratch per matrix shape.
+    const bool muon = c.inner.optimizer == "muon";
     m.optimizer = 2 * kFloat * X * I;
-    if (!fused_adamw(c, gpu)) m.optimizer += kFloat * X * I;
-    if (c.inner.optimizer == "muon") m.optimizer += muon_scratch_bytes(c, gpu) * I;
+    if (!fused_adamw(c, gpu)) m.optimizer += kFloat * (muon ? muon_adamw_numel(c.model) : X) * I;
+    if (muon) m.optimizer += muon_scratch_bytes(c, gpu) * I;
   }
   // ddp has no anchor: its one optimizer is the inner one. Member m's outer step needs only
   // shard m of the anchor and momentum (ALGORITHMS.md §5), so they shard with the optimizer.
