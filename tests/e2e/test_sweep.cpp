@@ -70,10 +70,12 @@ TEST_CASE("e2e: sweep.py runs a grid and skips finished runs and reports", "[e2e
   CHECK(saving.find("| autoloco |") != std::string::npos);
   CHECK(std::filesystem::exists(out + "/loss_vs_rounds.png"));
   CHECK(std::filesystem::exists(out + "/h_over_training.png"));
-  // Every run reaches a target 50% above DiLoCo's mean final loss at its one evaluation.
+  // Every run reaches a target 50% above DiLoCo's mean final loss at its one evaluation; each
+  // row shows its grid values (autoloco has none).
   const std::string timed = read_text(out + "/time_to_target.md");
-  CHECK(timed.find("| autoloco | 2/2 |") != std::string::npos);
-  CHECK(timed.find("| diloco | 2/2 |") != std::string::npos);
+  CHECK(timed.find("| autoloco |  | 2/2 |") != std::string::npos);
+  CHECK(timed.find("| diloco | 2 | 2/2 |") != std::string::npos);
+  CHECK(timed.find("| diloco | 4 | 2/2 |") != std::string::npos);
   CHECK(std::filesystem::exists(out + "/time_to_target.png"));
 
   // A second call finds every run done and runs nothing.
