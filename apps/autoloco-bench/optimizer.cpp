@@ -80,7 +80,8 @@ int optimizer(const Args& args) {
   muon_options.nesterov = c.inner.muon_nesterov;
   muon_options.ns_steps = c.inner.muon_ns_steps;
   muon_options.adamw = adamw_options;
-  FlatMuon muon(params.view(), muon_matrices(c.model, params.slices()), muon_options);
+  FlatMuon muon(params.view(), muon_matrices(params.slices(), block_parameters(c.model)),
+                muon_options);
   const double lr = 1e-4;
   const double adamw_step = best_per_call(args, device, [&] { adamw.step(lr); });
   const double muon_step = best_per_call(args, device, [&] { muon.step(lr); });

@@ -23,6 +23,7 @@
 #include "autoloco/data/dataset.hpp"
 #include "autoloco/data/stream.hpp"
 #include "autoloco/model/gpt.hpp"
+#include "autoloco/model/model_specs.hpp"
 #include "autoloco/optim/adamw.hpp"
 #include "autoloco/optim/flat_params.hpp"
 #include "autoloco/optim/fragment_plan.hpp"
@@ -132,8 +133,9 @@ inline ReferenceResult reference_diloco(const Config& config, int64_t steps, int
       torch::NoGradGuard no_grad;
       dcs[d].params->values().copy_(anchor);
     }
-    dcs[d].optimizer = make_inner_optimizer(config.inner, dcs[d].params->view(),
-                                            muon_matrices(config.model, dcs[d].params->slices()));
+    dcs[d].optimizer = make_inner_optimizer(
+        config.inner, dcs[d].params->view(),
+        muon_matrices(dcs[d].params->slices(), block_parameters(config.model)));
     for (int m = 0; m < 2; ++m) {
       dcs[d].members.push_back(std::make_unique<BatchStream>(
           data, config.model.seq_len, config.data.batch_size,

@@ -12,6 +12,7 @@
 
 #include "../support/small_model.hpp"
 #include "autoloco/model/decoder.hpp"
+#include "autoloco/model/model_specs.hpp"
 #include "autoloco/optim/flat_params.hpp"
 #include "autoloco/optim/muon.hpp"
 #include "autoloco/util/error.hpp"
@@ -130,7 +131,7 @@ TEST_CASE("muon_matrices takes the blocks' 2-D weights of both architectures", "
     c.tie_embeddings = arch == "gpt2";
     autoloco::Decoder model = seeded(c);
     FlatParams flat(*model);
-    const auto matrices = autoloco::muon_matrices(c, flat.slices());
+    const auto matrices = autoloco::muon_matrices(flat.slices(), autoloco::block_parameters(c));
     std::map<int64_t, std::string> name_at;
     for (const auto& s : flat.slices())
       name_at[s.offset] = s.name;
@@ -161,7 +162,8 @@ TEST_CASE("FlatMuon equals Muon written out per matrix, with torch's AdamW on th
 
   autoloco::Decoder ours = seeded(c);
   FlatParams flat(*ours);
-  FlatMuon muon(flat.view(), autoloco::muon_matrices(c, flat.slices()), o);
+  FlatMuon muon(flat.view(), autoloco::muon_matrices(flat.slices(), autoloco::block_parameters(c)),
+                o);
 
   // The reference: the same initial model; Muon by hand on block matrices, torch AdamW on the
   // rest with decay as FlatParams decides it.
@@ -232,7 +234,7 @@ TEST_CASE("FlatMuon's state round-trips: a restored optimizer steps bit for bit 
   MuonOptions o;
   autoloco::Decoder a = seeded(c);
   FlatParams fa(*a);
-  FlatMuon ma(fa.view(), autoloco::muon_matrices(c, fa.slices()), o);
+  FlatMuon ma(fa.view(), autoloco::muon_matrices(fa.slices(), autoloco::block_parameters(c)), o);
   for (int64_t step = 0; step < 2; ++step) {
     fa.zero_grad();
     backward(a, c, step);
@@ -248,7 +250,7 @@ TEST_CASE("FlatMuon's state round-trips: a restored optimizer steps bit for bit 
 
   autoloco::Decoder b = seeded(c);
   FlatParams fb(*b);
-  FlatMuon mb(fb.view(), autoloco::muon_matrices(c, fb.slices()), o);
+  FlatMuon mb(fb.view(), autoloco::muon_matrices(fb.slices(), autoloco::block_parameters(c)), o);
   {
     torch::NoGradGuard no_grad;
     fb.values().copy_(fa.values());

@@ -119,6 +119,13 @@ int64_t unit_of_parameter(const ModelConfig& config, const std::string& name) {
   return head ? config.n_layer + 1 : 0;
 }
 
+std::function<bool(const std::string& name)> block_parameters(const ModelConfig& config) {
+  return [config](const std::string& name) {
+    const int64_t unit = unit_of_parameter(config, name);
+    return unit >= 1 && unit <= config.n_layer;
+  };
+}
+
 std::vector<int64_t> unit_numels(const ModelConfig& config) {
   std::vector<int64_t> n(static_cast<size_t>(config.n_layer + 2), 0);
   for (const ParamSpec& p : parameter_specs(config))

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,9 @@ int64_t parameter_count(const ModelConfig& config);
 // The unit (decoder.hpp: 0 the embedding, 1..n_layer the blocks, n_layer + 1 the final norm and
 // an untied head) that parameter `name` of model.arch belongs to.
 int64_t unit_of_parameter(const ModelConfig& config, const std::string& name);
+// Whether parameter `name` of model.arch belongs to a block (units 1..n_layer): the rule of
+// optim/muon.hpp's muon_matrices.
+std::function<bool(const std::string& name)> block_parameters(const ModelConfig& config);
 // Each unit's parameter count, in unit order.
 std::vector<int64_t> unit_numels(const ModelConfig& config);
 

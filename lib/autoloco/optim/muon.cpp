@@ -9,7 +9,6 @@
 #include <cmath>
 #include <string>
 
-#include "autoloco/model/model_specs.hpp"
 #include "autoloco/util/error.hpp"
 
 namespace autoloco {
@@ -42,12 +41,11 @@ double muon_scale(int64_t rows, int64_t cols) {
   return 0.2 * std::sqrt(static_cast<double>(std::max(rows, cols)));
 }
 
-std::vector<MuonMatrix> muon_matrices(const ModelConfig& model,
-                                      const std::vector<ParamSlice>& slices) {
+std::vector<MuonMatrix> muon_matrices(const std::vector<ParamSlice>& slices,
+                                      const BlockRule& in_block) {
   std::vector<MuonMatrix> out;
   for (const ParamSlice& s : slices) {
-    const int64_t unit = unit_of_parameter(model, s.name);
-    if (s.shape.size() != 2 || unit < 1 || unit > model.n_layer) continue;
+    if (s.shape.size() != 2 || !in_block(s.name)) continue;
     out.push_back({s.offset, s.shape[0], s.shape[1], s.decayed});
   }
   std::sort(out.begin(), out.end(),

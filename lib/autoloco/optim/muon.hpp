@@ -6,12 +6,13 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
-#include "autoloco/config/config.hpp"
 #include "autoloco/optim/adamw.hpp"
 #include "autoloco/optim/flat_params.hpp"
 #include "autoloco/optim/inner_optimizer.hpp"
@@ -44,10 +45,14 @@ void newton_schulz(NewtonSchulzScratch& s, int64_t steps);
 // inner.lr and inner.weight_decay carry over from AdamW.
 double muon_scale(int64_t rows, int64_t cols);
 
-// The decoder's parameters Muon steps: every 2-D weight of a block (by unit_of_parameter), in
-// layout order. Embeddings, the head, norms and biases are left to AdamW.
-std::vector<MuonMatrix> muon_matrices(const ModelConfig& model,
-                                      const std::vector<ParamSlice>& slices);
+// Whether a parameter, by name, belongs to one of the decoder's blocks (model_specs.hpp's
+// block_parameters: optim may not know the model's names).
+using BlockRule = std::function<bool(const std::string& name)>;
+
+// The parameters Muon steps: every 2-D weight of a block, in layout order. Embeddings, the
+// head, norms and biases are left to AdamW.
+std::vector<MuonMatrix> muon_matrices(const std::vector<ParamSlice>& slices,
+                                      const BlockRule& in_block);
 
 struct MuonOptions {
   double momentum = 0.95;

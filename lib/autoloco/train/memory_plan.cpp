@@ -22,10 +22,9 @@ constexpr int64_t kFloat = 4;
 // The blocks' matrices Muon steps (muon_matrices), as (rows, cols) of each parameter.
 std::vector<std::pair<int64_t, int64_t>> muon_shapes(const ModelConfig& model) {
   std::vector<std::pair<int64_t, int64_t>> out;
+  const auto in_block = block_parameters(model);
   for (const ParamSpec& p : parameter_specs(model)) {
-    const int64_t unit = unit_of_parameter(model, p.name);
-    if (p.shape.size() == 2 && unit >= 1 && unit <= model.n_layer)
-      out.emplace_back(p.shape[0], p.shape[1]);
+    if (p.shape.size() == 2 && in_block(p.name)) out.emplace_back(p.shape[0], p.shape[1]);
   }
   return out;
 }

@@ -10,6 +10,7 @@
 #include "autoloco/comm/intra_dc.hpp"
 #include "autoloco/metrics/progress.hpp"
 #include "autoloco/model/hf_weights.hpp"
+#include "autoloco/model/model_specs.hpp"
 #include "autoloco/optim/adamw.hpp"
 #include "autoloco/optim/lr_schedule.hpp"
 #include "autoloco/optim/muon.hpp"
@@ -167,8 +168,9 @@ void Trainer::build_instances(const std::vector<size_t>& shard_subset) {
       if (recompute == Recompute::blocks)
         inst.model->set_runner(make_recompute_runner(device_, bf16_));
     }
-    inst.optimizer = make_inner_optimizer(config_.inner, inst.shard->view(),
-                                          muon_matrices(config_.model, inst.params->slices()));
+    inst.optimizer =
+        make_inner_optimizer(config_.inner, inst.shard->view(),
+                             muon_matrices(inst.params->slices(), block_parameters(config_.model)));
     if (inst.batch->needs_samples()) {
       inst.samples = std::make_unique<GradientSamples>(
           SampleLayout::for_dc(topo_.ranks_per_dc).per_rank, topo_.member == 0);
