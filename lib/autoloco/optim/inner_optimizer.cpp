@@ -34,6 +34,10 @@ std::unique_ptr<InnerOptimizer> make_inner_optimizer(const InnerConfig& inner, c
   if (inner.optimizer == "adamw")
     return std::make_unique<FlatAdamW>(view, adamw_options(inner, view));
   if (inner.optimizer == "muon") {
+    // Without matrices Muon would silently be AdamW everywhere.
+    if (matrices.empty()) {
+      throw Error("inner.optimizer muon: no block matrices to orthogonalise (pass muon_matrices)");
+    }
     MuonOptions o;
     o.momentum = inner.muon_momentum;
     o.nesterov = inner.muon_nesterov;
