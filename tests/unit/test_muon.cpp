@@ -88,7 +88,7 @@ TEST_CASE("Newton-Schulz puts a random matrix's singular values in the quintic's
 
 TEST_CASE("Newton-Schulz keeps an ill-conditioned matrix's singular vectors", "[muon]") {
   // Singular values from 1 down to 1e-4: the upper ones land in the band; the smallest only grow
-  // (a^5 = 487 at most), so O = U f(S) V^T with f increasing and no direction mixed in.
+  // (a^5 = 485 at most), so O = U f(S) V^T with f increasing and no direction mixed in.
   const int64_t rows = 48;
   const int64_t cols = 80;
   const torch::Tensor sv = torch::logspace(0, -4, rows, 10, torch::kDouble);
