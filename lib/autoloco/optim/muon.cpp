@@ -91,7 +91,7 @@ FlatMuon::FlatMuon(const FlatView& view, std::vector<MuonMatrix> matrices, MuonO
   adamw_run(view_.numel());
 }
 
-NewtonSchulzScratch& FlatMuon::scratch(int64_t rows, int64_t cols) {
+FlatMuon::ShapeScratch& FlatMuon::scratch(int64_t rows, int64_t cols) {
   const auto key = std::make_pair(rows, cols);
   auto it = scratch_.find(key);
   if (it == scratch_.end()) {
@@ -102,11 +102,11 @@ NewtonSchulzScratch& FlatMuon::scratch(int64_t rows, int64_t cols) {
     torch::Tensor nesterov =
         options_.nesterov ? torch::empty({rows, cols}, view_.values.options()) : torch::Tensor();
     it = scratch_
-             .emplace(key, std::make_pair(nesterov, NewtonSchulzScratch(std::min(rows, cols),
-                                                                        std::max(rows, cols), ns)))
+             .emplace(key, ShapeScratch{nesterov, NewtonSchulzScratch(std::min(rows, cols),
+                                                                      std::max(rows, cols), ns)})
              .first;
   }
-  return it->second.second;
+  return it->second;
 }
 
 void FlatMuon::step_matrix(const MuonMatrix& m, double lr) {
@@ -116,10 +116,11 @@ void FlatMuon::step_matrix(const MuonMatrix& m, double lr) {
   torch::Tensor b = exp_avg_.narrow(0, m.offset, n).view({m.rows, m.cols});
   const double mu = options_.momentum;
   b.mul_(mu).add_(g);
-  NewtonSchulzScratch& s = scratch(m.rows, m.cols);
+  ShapeScratch& shape = scratch(m.rows, m.cols);
+  NewtonSchulzScratch& s = shape.ns;
   torch::Tensor input = b;
   if (options_.nesterov) {
-    input = scratch_.at({m.rows, m.cols}).first;
+    input = shape.nesterov;
     at::add_out(input, g, b, mu);
   }
   const bool tall = m.rows > m.cols;

@@ -93,7 +93,12 @@ class FlatMuon final : public MomentOptimizer {
 
  private:
   void step_matrix(const MuonMatrix& m, double lr);
-  NewtonSchulzScratch& scratch(int64_t rows, int64_t cols);
+  // Per matrix shape: the Nesterov input (fp32) and the Newton-Schulz scratch.
+  struct ShapeScratch {
+    torch::Tensor nesterov;
+    NewtonSchulzScratch ns;
+  };
+  ShapeScratch& scratch(int64_t rows, int64_t cols);
 
   FlatView view_;
   std::vector<MuonMatrix> matrices_;
@@ -102,8 +107,7 @@ class FlatMuon final : public MomentOptimizer {
   torch::Tensor exp_avg_;
   torch::Tensor exp_avg_sq_;
   std::vector<std::unique_ptr<FlatAdamW>> adamw_;  // one per run between matrices
-  // Per matrix shape (rows, cols): the Nesterov input (fp32) and the Newton-Schulz scratch.
-  std::map<std::pair<int64_t, int64_t>, std::pair<torch::Tensor, NewtonSchulzScratch>> scratch_;
+  std::map<std::pair<int64_t, int64_t>, ShapeScratch> scratch_;
   bool timing_ = false;
   double ns_seconds_ = 0.0;
 };
