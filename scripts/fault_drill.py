@@ -57,7 +57,7 @@ def job(args, name, fault, sets):
     ]
     for kv in base + sets:
         train += ["--set", kv]
-    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+    env = dict(os.environ, OMP_NUM_THREADS="1")
     if fault:
         env["AUTOLOCO_FAULT"] = fault
     return train, env
@@ -126,7 +126,7 @@ def anchor_crc(run_dir, step):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--bin", default=str(REPO / "build/ci/apps"))
+    p.add_argument("--bin", default=str(REPO / "build/release/apps"))
     p.add_argument("--out", default=str(REPO / "runs/fault-drill"))
     p.add_argument("--timeout", type=float, default=10.0, help="comm.timeout_s of the jobs")
     p.add_argument("--data", default=str(REPO / "data/pydoc"))

@@ -15,7 +15,7 @@
 #   --no-bench    do not run the benchmarks
 #   --build-only  install, configure and build (the bench and the gpu tests), run nothing
 #   --cpu-smoke   check this script on a machine without a GPU: no nvidia-smi, no build (the build
-#                 directory must hold a CPU build, e.g. AUTOLOCO_GPU_BUILD_DIR=build/ci), the
+#                 directory must hold a CPU build, e.g. AUTOLOCO_GPU_BUILD_DIR=build/release), the
 #                 benches on the CPU with a tiny model
 #
 # Environment:

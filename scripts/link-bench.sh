@@ -15,7 +15,7 @@ rates="50 200 800"
 dcs="2 4"
 sizes=16384,262144,1048576,4194304,16777216
 iters=5
-bin=build/ci/apps
+bin=build/release/apps
 tuning=()
 while [[ $# -gt 0 ]]; do
   case $1 in
@@ -30,7 +30,7 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 bench=$(readlink -f "$bin/autoloco-bench")
-[[ -x $bench ]] || { echo "link-bench: no $bench: build first (scripts/setup.sh ci)" >&2; exit 1; }
+[[ -x $bench ]] || { echo "link-bench: no $bench: build first (scripts/setup.sh release)" >&2; exit 1; }
 mkdir -p "$out"
 max_dcs=$(tr ' ' '\n' <<<"$dcs" | sort -n | tail -1)
 lab=linkbench

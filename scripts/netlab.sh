@@ -260,7 +260,7 @@ cmd_run() {
     --mca btl_tcp_if_include "$subnet.0/$prefix" --mca oob_tcp_if_include "$subnet.0/$prefix"
     # The lab's hosts share this machine's cores: a rank that waits yields its core.
     --mca mpi_yield_when_idle 1
-    -x OMP_NUM_THREADS -x OPENBLAS_NUM_THREADS -x NETLAB_NAME)
+    -x OMP_NUM_THREADS -x NETLAB_NAME)
   if ((tuned)); then
     cmd+=(
       # Large messages as pipelined sends, not the RDMA-put protocol, whose control messages
@@ -275,7 +275,6 @@ cmd_run() {
   ((tree)) || cmd+=(--mca plm_rsh_no_tree_spawn 1)
   cmd+=("${mpi_extra[@]}" "$@")
   export NETLAB_NAME=$name OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
-  export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1}
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
   in_host "$(ns_bridge)" "${cmd[@]}"
 }

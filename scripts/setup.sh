@@ -1,18 +1,20 @@
 #!/usr/bin/env bash
 # Installs what autoloco needs on Debian 12 (idempotent), then configures and builds.
-#   scripts/setup.sh [PRESET [apps]]   PRESET: release (default), ci, debug, asan, or none
+#   scripts/setup.sh [PRESET [apps]]   PRESET: release (default), ci, debug, asan, tsan, or none
 # "none" installs the packages only; "apps" builds only the executables (not the tests).
+# $AUTOLOCO_CMAKE_ARGS (word-split) is added to the configure step.
 # Packages are installed only when missing; as root or through sudo. Nothing outside the
-# system package manager is fetched, except the pinned tensorboard from PyPI into the venv
-# .venv-tools/ (scripts/tensorboard.py; AUTOLOCO_TOOLS_VENV=0 skips it), and the Hugging Face
-# venv of scripts/hf-env.sh (torch, transformers, ...; AUTOLOCO_HF_VENV=0 skips it).
+# system package manager is fetched, except from PyPI: LibTorch, as the pinned torch==2.11.0
+# wheel (scripts/torch-cuda.sh, into a venv under ~/.cache/autoloco shared by every clone), the
+# pinned tensorboard into the venv .venv-tools/ (scripts/tensorboard.py; AUTOLOCO_TOOLS_VENV=0
+# skips it), and the Hugging Face packages of scripts/hf-env.sh (transformers, ... beside that
+# torch; AUTOLOCO_HF_VENV=0 skips them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 preset=${1:-release}
 
 packages=(
   cmake ninja-build g++ pkg-config ccache   # ccache: rebuilds of unchanged files are instant
-  libtorch-dev libopenblas0-openmp           # Debian's LibTorch (CPU) + a real BLAS (~9x faster)
   libopenmpi-dev openmpi-bin                 # launch and communication
   libhdf5-dev zlib1g-dev libyaml-cpp-dev libfmt-dev catch2
   libsentencepiece-dev sentencepiece         # autoloco-prepare --tokenizer sentencepiece; spm_encode
@@ -38,27 +40,6 @@ if ((${#missing[@]})); then
   export DEBIAN_FRONTEND=noninteractive
   "${sudo_cmd[@]}" apt-get update -qq
   "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
-
-# Debian's LibTorch calls whatever libblas.so.3 (and libopenblas.so.0) is: make sure it is
-# OpenBLAS, not the reference, and its OpenMP build, which shares LibTorch's OpenMP thread pool.
-# The pthread build (preferred by Debian when both are installed) keeps a pool of its own whose
-# spinning fights LibTorch's: the trainer then keeps it to one thread (util/blas_threads.hpp), and
-# 2 intra-op threads gain less (docs/results.md, Threads). An alternative set by hand is left.
-for link in libblas.so.3 libopenblas.so.0; do
-  name=$link-x86_64-linux-gnu
-  query=$(update-alternatives --query "$name" 2>/dev/null || true)
-  value=$(awk '/^Value:/{print $2}' <<<"$query")
-  openmp=$(awk '/^Alternative:/{print $2}' <<<"$query" | grep '/openblas-openmp/' || true)
-  if grep -q '^Status: auto' <<<"$query" && [[ -n "$openmp" && "$value" != "$openmp" ]]; then
-    echo "setup: $link -> $openmp (OpenBLAS's OpenMP build; undo: update-alternatives --auto $name)" >&2
-    "${sudo_cmd[@]}" update-alternatives --quiet --set "$name" "$openmp" ||
-      echo "setup: warning: could not switch $link (needs root); see docs/results.md, Threads" >&2
-  fi
-done
-blas=$(update-alternatives --query libblas.so.3-x86_64-linux-gnu 2>/dev/null | awk '/^Value:/{print $2}')
-if [[ -n "$blas" && "$blas" != *openblas* ]]; then
-  echo "setup: warning: libblas.so.3 points at $blas, not OpenBLAS; training will be slow" >&2
 fi
 
 # Python tools that Debian does not package, in a venv of their own at .venv-tools/ (pinned, from
@@ -95,7 +76,11 @@ if [[ "$hf_venv" != 0 ]] && ! scripts/hf-env.sh >/dev/null; then
 fi
 
 [[ "$preset" == none ]] && exit 0
-cmake --preset "$preset" >/dev/null
+# LibTorch for every preset: the pinned wheel, where CMake finds it by itself
+# (third_party/cmake/AutolocoDependencies.cmake). Already installed when hf-env.sh ran.
+scripts/torch-cuda.sh >/dev/null
+read -r -a cmake_args <<<"${AUTOLOCO_CMAKE_ARGS:-}"
+cmake --preset "$preset" "${cmake_args[@]}" >/dev/null
 targets=()
 [[ "${2:-}" == apps ]] && targets=(--target autoloco-train autoloco-prepare autoloco-bench)
 cmake --build --preset "$preset" "${targets[@]}" -- -j"$(getconf _NPROCESSORS_ONLN)"

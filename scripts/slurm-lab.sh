@@ -33,7 +33,8 @@ netlab=$script_dir/netlab.sh
 name=${SLURMLAB_NAME:-slurmlab}
 subnet=10.77.0
 head_address=$subnet.254
-ready_timeout_s=30
+# How long `up` waits for its nodes while their daemons run (SLURM_LAB_READY_TIMEOUT_S).
+ready_timeout_s=${SLURM_LAB_READY_TIMEOUT_S:-300}
 
 die() {
   echo "slurm-lab: error: $*" >&2
@@ -174,16 +175,27 @@ failed_up() {
   cmd_down
 }
 
-# Waits until every node is idle; says what the logs say when they are not.
+# The lab's daemons that are still running, of those it started (by their pid files).
+daemons_alive() {
+  local file
+  for file in "$(state_dir)"/*.pid; do
+    [[ -f $file ]] && ! kill -0 "$(cat "$file")" 2>/dev/null && return 1
+  done
+  return 0
+}
+
+# Waits until every node is idle, as long as the daemons run (a slow machine only takes longer;
+# ready_timeout_s bounds a lab that never settles); says what the logs say when they are not.
 wait_ready() {
-  local n=$1 i idle
-  for ((i = 0; i < ready_timeout_s * 4; i++)); do
+  local n=$1 idle start=$SECONDS
+  while ((SECONDS - start < ready_timeout_s)); do
     idle=$(in_lab head sinfo --noheader --states=idle --format=%D 2>/dev/null |
       awk '{s += $1} END {print s + 0}')
     ((idle == n)) && return 0
+    daemons_alive || { echo "slurm-lab: a daemon of the lab exited" >&2; break; }
     sleep 0.25
   done
-  echo "slurm-lab: the nodes did not come up within ${ready_timeout_s} s:" >&2
+  echo "slurm-lab: the nodes were not idle after $((SECONDS - start)) s:" >&2
   in_lab head sinfo -N >&2 || true
   return 1
 }

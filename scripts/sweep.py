@@ -300,10 +300,9 @@ def record(spec, runs):
 
 
 def mpi_environment():
-    """What scripts/env.sh sets: Open MPI as root and oversubscribed, one BLAS thread per rank."""
+    """What scripts/env.sh sets: Open MPI as root and oversubscribed, one OpenMP thread per rank."""
     for key, value in (("OMPI_ALLOW_RUN_AS_ROOT", "1"), ("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"),
-                       ("OMPI_MCA_rmaps_base_oversubscribe", "1"), ("OPENBLAS_NUM_THREADS", "1"),
-                       ("OMP_NUM_THREADS", "1")):
+                       ("OMPI_MCA_rmaps_base_oversubscribe", "1"), ("OMP_NUM_THREADS", "1")):
         os.environ.setdefault(key, value)
 
 

@@ -1,19 +1,28 @@
 #!/usr/bin/env bash
-# Sets up if needed, builds, and runs the whole test suite (CTest: unit, mpi, e2e, net; the cuda
-# preset runs unit, mpi and gpu only: the other labels do not change with the build).
-#   scripts/test.sh [PRESET] [ctest args...]    PRESET: ci (default), release, debug, asan, cuda
+# Sets up if needed, builds, and runs the whole test suite (CTest: unit, mpi, e2e, net, slurm,
+# and gpu, which skips without a GPU).
+#   scripts/test.sh [PRESET] [ctest args...]   PRESET: release (default), ci, debug, asan, tsan,
+#                                              cuda
+#   scripts/test.sh --offline-check            configure the cuda preset only (below)
+# release is the one build that scripts/run.sh uses too; ci is that same build (build/release)
+# with warnings as errors and the CUDA/NCCL code required, which CI (.ci/run) runs: after it,
+# scripts/run.sh compiles nothing. $AUTOLOCO_CMAKE_ARGS (word-split) is added to the configure
+# step.
+#
 # The cuda preset is the configuration of a GPU machine without a package registry: LibTorch
 # from the pinned torch==2.11.0 wheel (scripts/torch-cuda.sh), and MPI, HDF5, yaml-cpp, fmt,
 # Catch2 and the zlib headers from the offline bundle (scripts/offline-bundle.sh, unpacked by
-# scripts/offline-install.sh into .offline-prefix), with the system's /usr hidden from CMake. It
-# checks that CMake found each of them in the prefix, then runs the suite of that build on the
-# CPU (the tests labelled gpu skip without a GPU). AUTOLOCO_OFFLINE=0 builds it against the
-# system's packages instead.
+# scripts/offline-install.sh into .offline-prefix), with the system's /usr hidden from CMake.
+# `scripts/test.sh cuda` checks that CMake found each of them in the prefix, builds it and runs
+# its unit, mpi and gpu suites; --offline-check stops after the check (a configure of a few
+# seconds, no build: what CI keeps of it). AUTOLOCO_OFFLINE=0 configures it against the system's
+# packages instead.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/env.sh
-preset=${1:-ci}
+preset=${1:-release}
 shift || true
+read -r -a cmake_args <<<"${AUTOLOCO_CMAKE_ARGS:-}"
 
 # Every package CMake found must lie under the offline prefix: a find that fell through to the
 # system would pass here and fail on a machine that has no such package.
@@ -31,7 +40,7 @@ check_found_in_prefix() {
   echo "test.sh: MPI, HDF5, zlib, yaml-cpp, fmt and Catch2 all found under $prefix" >&2
 }
 
-if [[ "$preset" == cuda ]]; then
+configure_cuda() {
   scripts/setup.sh none
   AUTOLOCO_TORCH_PREFIX=$(scripts/torch-cuda.sh | tail -n 1)
   export AUTOLOCO_TORCH_PREFIX
@@ -41,12 +50,21 @@ if [[ "$preset" == cuda ]]; then
     source .offline-prefix/env.sh
     export AUTOLOCO_IGNORE_PREFIX_PATH=/usr
   fi
-  cmake --preset cuda >/dev/null
+  cmake --preset cuda "${cmake_args[@]}" >/dev/null
   if [[ "${AUTOLOCO_OFFLINE:-1}" != 0 ]]; then
     check_found_in_prefix build/cuda "$AUTOLOCO_OFFLINE_PREFIX"
   fi
-  cmake --build --preset cuda -- -j"$(getconf _NPROCESSORS_ONLN)"
-else
-  scripts/setup.sh "$preset"
-fi
+}
+
+case "$preset" in
+  --offline-check)
+    configure_cuda
+    exit 0
+    ;;
+  cuda)
+    configure_cuda
+    cmake --build --preset cuda -- -j"$(getconf _NPROCESSORS_ONLN)"
+    ;;
+  *) scripts/setup.sh "$preset" ;;
+esac
 ctest --preset "$preset" -j"$(getconf _NPROCESSORS_ONLN)" "$@"

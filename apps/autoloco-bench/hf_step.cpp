@@ -41,7 +41,7 @@
 #include "autoloco/model/decoder.hpp"
 #include "autoloco/model/hf_config.hpp"
 #include "autoloco/train/trainer.hpp"
-#include "autoloco/util/blas_threads.hpp"
+#include "autoloco/util/blas.hpp"
 #include "autoloco/util/error.hpp"
 #include "autoloco/util/json.hpp"
 #include "autoloco/util/timer.hpp"
@@ -403,7 +403,7 @@ int hf_step(const Args& args) {
         .add("steps", args.steps)
         .add("repeats", args.repeats)
         .add("libtorch", TORCH_VERSION)
-        .add("blas", describe(blas_threading()))
+        .add("blas", blas_library())
         .add("adamw_kernel", c.inner.adamw)
         .add("transformers_libtorch", field("torch"))
         .add("transformers_version", field("transformers"))

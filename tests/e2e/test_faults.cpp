@@ -5,21 +5,21 @@
 // non-zero, the last complete checkpoint verifying) or is unchanged by the fault.
 #include <catch2/catch.hpp>
 
-#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
-#include <thread>
 
 #include "../support/run_files.hpp"
 #include "../support/temp_dir.hpp"
 #include "../support/tiny_corpus.hpp"
+#include "../support/wait.hpp"
 #include "autoloco/ckpt/checkpoint_dir.hpp"
 #include "autoloco/ckpt/manifest.hpp"
 
 using autoloco::test::contains;
 using autoloco::test::read_text;
 using autoloco::test::run_command;
+using autoloco::test::TestLimit;
 namespace fs = std::filesystem;
 
 namespace {
@@ -57,11 +57,12 @@ int live_ranks(const std::string& dir) {
   return n;
 }
 
-// None may outlive their job: those that mpiexec killed may take a moment to go (up to 30 s
-// here); one that is still there then was left behind.
-int survivors(const std::string& dir) {
-  for (int i = 0; i < 300 && live_ranks(dir) > 0; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+// None may outlive their job. Those that mpiexec killed take a moment to go, longer on a loaded
+// machine, and nothing but their going tells it: one that is still there when the test's time
+// is spent was left behind.
+int survivors(const std::string& dir, const TestLimit& limit) {
+  autoloco::test::wait_until([&] { return live_ranks(dir) == 0; },
+                             [&] { return limit.time_left(); });
   return live_ranks(dir);
 }
 
@@ -77,6 +78,7 @@ void check_last_checkpoint(const std::string& dir, const std::string& name, int6
 
 TEST_CASE("e2e: a stopped rank ends every rank within the timeout with the watchdog message",
           "[e2e][faults]") {
+  const TestLimit limit;
   const autoloco::test::TempDir tmp("e2e-fault-stop");
   const std::string dir = tmp.str();
   autoloco::test::write_tiny_corpus(dir + "/data");
@@ -92,12 +94,13 @@ TEST_CASE("e2e: a stopped rank ends every rank within the timeout with the watch
   // Whichever watchdog fires first ends the job: rank 2 in step 6, or ranks 0-1 in step 7.
   CHECK((contains(log, "at step 6 has waited") || contains(log, "at step 7 has waited")));
   CHECK(contains(log, "past comm.timeout_s = 3"));
-  CHECK(survivors(dir) == 0);
+  CHECK(survivors(dir, limit) == 0);
   check_last_checkpoint(dir, "stopped", 4);
 }
 
 TEST_CASE("e2e: a dc late past the timeout is named by the ranks waiting in the inter-dc ring",
           "[e2e][faults]") {
+  const TestLimit limit;
   const autoloco::test::TempDir tmp("e2e-fault-late-long");
   const std::string dir = tmp.str();
   autoloco::test::write_tiny_corpus(dir + "/data");
@@ -108,12 +111,13 @@ TEST_CASE("e2e: a dc late past the timeout is named by the ranks waiting in the 
   CHECK(rc == 124);
   CHECK(contains(log, "the inter-dc all-reduce of round 2 at step 8 has waited"));
   CHECK(contains(log, "ring reduce-scatter step 1 of 1: receiving from world rank"));
-  CHECK(survivors(dir) == 0);
+  CHECK(survivors(dir, limit) == 0);
   check_last_checkpoint(dir, "late", 4);
 }
 
 TEST_CASE("e2e: a rank killed mid-round ends the job with no rank left and the checkpoint intact",
           "[e2e][faults]") {
+  const TestLimit limit;
   const autoloco::test::TempDir tmp("e2e-fault-kill");
   const std::string dir = tmp.str();
   autoloco::test::write_tiny_corpus(dir + "/data");
@@ -122,7 +126,7 @@ TEST_CASE("e2e: a rank killed mid-round ends the job with no rank left and the c
   INFO(log);
   CHECK(rc != 0);
   CHECK(contains(log, "AUTOLOCO_FAULT: killing this rank (SIGKILL) at step 7"));
-  CHECK(survivors(dir) == 0);
+  CHECK(survivors(dir, limit) == 0);
   check_last_checkpoint(dir, "killed", 4);
 }
 
@@ -158,6 +162,7 @@ TEST_CASE("e2e: a dc late by less than the timeout ends bitwise equal to the und
 
 TEST_CASE("e2e: a failed checkpoint write stops the run and leaves the previous checkpoint",
           "[e2e][faults]") {
+  const TestLimit limit;
   const autoloco::test::TempDir tmp("e2e-fault-ckpt");
   const std::string dir = tmp.str();
   autoloco::test::write_tiny_corpus(dir + "/data");
@@ -168,7 +173,7 @@ TEST_CASE("e2e: a failed checkpoint write stops the run and leaves the previous 
   CHECK(contains(log, "checkpoint at step 8 failed (rank 2: "));
   CHECK(contains(log, "rank_2.h5': write failed: no space left on device"));
   CHECK_FALSE(fs::exists(dir + "/runs/full/checkpoints/step_8"));
-  CHECK(survivors(dir) == 0);
+  CHECK(survivors(dir, limit) == 0);
   check_last_checkpoint(dir, "full", 4);
   // The job can go on from it once the disk has room.
   REQUIRE(run_command(fault_job(dir, "full", "", "--resume auto")) == 0);
@@ -195,6 +200,7 @@ TEST_CASE(
     "e2e: an error on the main thread with a sync in flight ends the job at once, "
     "without a watchdog",
     "[e2e][faults]") {
+  const TestLimit limit;
   const autoloco::test::TempDir tmp("e2e-fault-error");
   const std::string dir = tmp.str();
   autoloco::test::write_tiny_corpus(dir + "/data");
@@ -202,10 +208,12 @@ TEST_CASE(
   // its part 600 s late, so rank 1's thread waits in the ring with its receive and send posted.
   // Rank 1 fails in step 5 with the step's stop agreement in flight, while its dc partner waits
   // for it in the gradient all-reduce. comm.timeout_s 0: nothing but the error itself may end
-  // the job; the outer `timeout` only tells a hang (or a wait for the late dc) from an end.
+  // the job; the outer `timeout` only tells a hang (a wait for the late dc) from an end. The job
+  // ends in seconds: its bound leaves a loaded machine minutes, short of the late dc and of
+  // ctest's TIMEOUT.
   const int rc = run_command(fault_job(
       dir, "failing",
-      "AUTOLOCO_FAULT=error:rank=1:step=5,late:dc=1:seconds=600:round=1 timeout -s KILL 120",
+      "AUTOLOCO_FAULT=error:rank=1:step=5,late:dc=1:seconds=600:round=1 timeout -s KILL 400",
       "--set outer.overlap_steps=2 --set comm.timeout_s=0 --set ckpt.every_steps=0"));
   const std::string log = read_text(dir + "/failing.log");
   INFO(log);
@@ -214,11 +222,12 @@ TEST_CASE(
   // Under the asan preset: no use of freed memory by posted requests, no leak report.
   CHECK_FALSE(contains(log, "AddressSanitizer"));
   CHECK_FALSE(contains(log, "LeakSanitizer"));
-  CHECK(survivors(dir) == 0);
+  CHECK(survivors(dir, limit) == 0);
 }
 
 TEST_CASE("e2e: a checkpoint write slower than comm.timeout_s is bounded by ckpt.timeout_s",
           "[e2e][faults]") {
+  const TestLimit limit;
   const autoloco::test::TempDir tmp("e2e-fault-ckpt-slow");
   const std::string dir = tmp.str();
   autoloco::test::write_tiny_corpus(dir + "/data");
@@ -241,6 +250,6 @@ TEST_CASE("e2e: a checkpoint write slower than comm.timeout_s is bounded by ckpt
   CHECK(rc == 124);
   CHECK(contains(bounded, "a checkpoint's write (every rank waits for the slowest writer)"));
   CHECK(contains(bounded, "past ckpt.timeout_s = 3"));
-  CHECK(survivors(dir) == 0);
+  CHECK(survivors(dir, limit) == 0);
   CHECK_FALSE(fs::exists(dir + "/runs/bounded/checkpoints/step_4"));
 }

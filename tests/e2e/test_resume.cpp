@@ -5,17 +5,16 @@
 // CRC-32 is right but whose values cannot be restored are passed over for an older one.
 #include <catch2/catch.hpp>
 
-#include <chrono>
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <thread>
 
 #include "../support/crafted_checkpoint.hpp"
 #include "../support/run_files.hpp"
 #include "../support/temp_dir.hpp"
 #include "../support/tiny_corpus.hpp"
+#include "../support/wait.hpp"
 #include "autoloco/ckpt/checkpoint_dir.hpp"
 #include "autoloco/ckpt/h5_file.hpp"
 #include "autoloco/ckpt/layout.hpp"
@@ -24,6 +23,7 @@ using autoloco::test::count_lines;
 using autoloco::test::json_number;
 using autoloco::test::read_lines;
 using autoloco::test::read_text;
+using autoloco::test::wait_until;
 namespace fs = std::filesystem;
 
 namespace {
@@ -50,16 +50,6 @@ void check_whole_lines(const std::string& path) {
     CHECK(line.front() == '{');
     CHECK(line.back() == '}');
   }
-}
-
-// Waits until `predicate` holds, for at most `seconds`.
-template <class F>
-bool wait_for(F predicate, int seconds) {
-  for (int i = 0; i < seconds * 10; ++i) {
-    if (predicate()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  return predicate();
 }
 
 // The pids of the processes named `comm` (any, when empty) whose parent is `parent`.
@@ -96,28 +86,47 @@ std::vector<int> rank_pids(int subshell) {
 
 TEST_CASE("e2e: SIGTERM to one rank under mpiexec saves a checkpoint and every rank exits 0",
           "[e2e][resume]") {
+  const autoloco::test::TestLimit limit;
   const autoloco::test::TempDir tmp("e2e-sigterm");
   const std::string dir = tmp.str();
   autoloco::test::write_tiny_corpus(dir + "/data");
   const std::string run = dir + "/runs/long";
-  // In the background: the launcher's pid, then its exit code when it ends.
+  // In the background: the launcher's pid, then its exit code when it ends (whole, by a rename:
+  // the file's existence says the job ended).
   const std::string launch = "(" + train_command(dir, "long", 1000000, "") + " > " + dir +
-                             "/train.log 2>&1; echo $? > " + dir + "/rc) & echo $! > " + dir +
-                             "/pid";
+                             "/train.log 2>&1; echo $? > " + dir + "/rc.tmp; mv " + dir +
+                             "/rc.tmp " + dir + "/rc) & echo $! > " + dir + "/pid";
   const std::string wrapper = "sh -c '" + launch + "'";
   REQUIRE(std::system(wrapper.c_str()) == 0);
-  REQUIRE(wait_for([&] { return count_lines(run + "/metrics.jsonl") >= 3; }, 120));
   // The subshell's child is mpiexec; the ranks are mpiexec's children.
   const int subshell = std::stoi(read_text(dir + "/pid"));
+  const auto ended = [&] { return fs::exists(dir + "/rc"); };
+  const auto running = [&] { return !ended() && limit.time_left(); };
+  // Each wait on the job ends with the job, or with the test's time: then the job is ended here,
+  // so that it outlives neither the test nor its files.
+  const auto require_waited = [&](bool waited, const std::string& what) {
+    if (waited) return;
+    const bool job_ended = ended();
+    if (!job_ended) {
+      for (const int rank : rank_pids(subshell))
+        ::kill(rank, SIGKILL);
+    }
+    INFO(read_text(dir + "/train.log"));
+    FAIL((job_ended ? "the job ended" : "the test's time ran out") << " before " << what);
+  };
+  require_waited(wait_until([&] { return count_lines(run + "/metrics.jsonl") >= 3; }, running),
+                 "3 lines in metrics.jsonl");
   std::vector<int> ranks;
-  REQUIRE(wait_for(
+  const bool found = wait_until(
       [&] {
         ranks = rank_pids(subshell);
         return ranks.size() == 2;
       },
-      30));
+      running);
+  require_waited(found, "its 2 ranks");
   REQUIRE(::kill(ranks[1], SIGTERM) == 0);
-  REQUIRE(wait_for([&] { return fs::exists(dir + "/rc"); }, 120));
+  require_waited(wait_until(ended, [&] { return limit.time_left(); }),
+                 "its end after SIGTERM to rank 1");
   const std::string log = read_text(dir + "/train.log");
   INFO(log);
   CHECK(std::stoi(read_text(dir + "/rc")) == 0);

@@ -26,7 +26,7 @@ at most 1e-4. Nothing is downloaded (HF_HUB_OFFLINE=1). Prints a table of the di
 exits 1, naming each failure, when any check fails.
 
 Usage (the Python of scripts/hf-env.sh):
-  check_hf.py --ckpt-exe build/ci/apps/autoloco-ckpt --train-exe build/ci/apps/autoloco-train \\
+  check_hf.py --ckpt-exe build/release/apps/autoloco-ckpt --train-exe build/release/apps/autoloco-train \\
       [--mpiexec mpiexec] --data DIR --work DIR [--part import,export,init_from]
 DIR of --data holds byte-token shards (train_*.bin, val_*.bin; vocabulary 256); --work is an
 empty scratch directory that the script fills.

@@ -109,12 +109,15 @@ TEST_CASE("net: a lab for one command is removed when it fails or is signalled",
   CHECK(failed.code == 3);
   CHECK(leftovers("nlfail", dir).empty());
 
-  // Signalled once its lab is up (its state file exists), not after a fixed time.
+  // Signalled once its lab is up (its state file exists), not after a fixed time; should the lab
+  // end before that, the signal finds nothing and the status says how it ended. Its command
+  // outlasts any wait for the lab on a loaded machine, and ends within ctest's TIMEOUT should
+  // the signal not reach it.
   const Result signalled =
       shell("(" + kNetlab +
-                " with 2 --name nlsig -- sleep 120 & pid=$!;"
-                " for i in $(seq 600); do [ -e /run/netlab/nlsig/rate ] && break; sleep 0.1; done;"
-                " kill -TERM $pid; wait $pid; echo status $?)",
+                " with 2 --name nlsig -- sleep 300 & pid=$!;"
+                " until [ -e /run/netlab/nlsig/rate ]; do kill -0 $pid 2>/dev/null || break;"
+                " sleep 0.1; done; kill -TERM $pid; wait $pid; echo status $?)",
             dir + "/signalled.txt");
   INFO(signalled.out);
   CHECK(signalled.out.find("status 143") != std::string::npos);

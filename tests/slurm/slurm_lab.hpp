@@ -1,6 +1,6 @@
 // Test support for the slurm suite: a Slurm lab of its own per test (scripts/slurm-lab.sh, taken
-// down however the test ends), and a wait for a job's end that gives up after a bound, so that
-// no test can hang.
+// down however the test ends), and waits on its jobs that end with what they wait for or with
+// the job, never at a deadline of their own (../support/wait.hpp).
 #pragma once
 
 #include <sys/wait.h>
@@ -11,9 +11,9 @@
 #include <chrono>
 #include <cstdio>
 #include <string>
-#include <thread>
 
 #include "../support/run_files.hpp"
+#include "../support/wait.hpp"
 
 namespace autoloco::test {
 
@@ -36,6 +36,8 @@ inline Output shell(const std::string& command) {
   return out;
 }
 
+// Make the lab first thing in a test: its waits may last until the test's ctest TIMEOUT, counted
+// from the lab's making, less the time to take it down and say why.
 class SlurmLab {
  public:
   explicit SlurmLab(int nodes, const std::string& tag)
@@ -63,46 +65,60 @@ class SlurmLab {
     return s.substr(begin, s.find_first_of(" \n", begin) - begin);
   }
   std::string state(const std::string& job) const { return job_field(job, "JobState"); }
-  // Waits for the job to end for good; false after `limit_s` seconds. Counts the requeues it saw
-  // (a job that ran, pending again). A requeued job starts again by itself 10 s later (the lab's
-  // cred_expire): bringing it forward with `scontrol update starttime=now` can start it within
-  // the second in which its node revoked the old credential, and then it fails.
-  bool wait_done(const std::string& job, int limit_s, int* requeues = nullptr) const {
-    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(limit_s);
-    bool ran = false;
-    while (std::chrono::steady_clock::now() < end) {
-      const std::string s = state(job);
-      if (s == "COMPLETED" || s == "CANCELLED" || s == "FAILED" || s == "TIMEOUT" ||
-          s == "NODE_FAIL" || s == "OUT_OF_MEMORY" || s == "BOOT_FAIL" || s == "DEADLINE") {
-        return true;
-      }
-      const bool pending = s == "PENDING" || s.rfind("REQUEUE", 0) == 0;
-      if (pending && ran && requeues != nullptr) ++*requeues;
-      if (pending) ran = false;
-      if (s == "RUNNING") ran = true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  // A state Slurm leaves a job in for good (a requeued job is pending again instead).
+  static bool is_end_state(const std::string& s) {
+    for (const char* end : {"COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL",
+                            "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE"}) {
+      if (s == end) return true;
     }
     return false;
   }
+  bool ended(const std::string& job) const { return is_end_state(state(job)); }
+  // Whether squeue lists jobs (pending, running or completing), those `filter` picks (squeue's
+  // options) or any. An error of squeue's reads as yes: a wait on it goes on.
+  bool queued(const std::string& filter = "") const {
+    return !exec("squeue -h -o %i " + filter).text.empty();
+  }
 
-  // What Slurm says of the job and the ends of the lab's logs, for a failure's message.
+  // Waits until `happened` holds; false once `going_on` no longer does (the job that would make it
+  // has ended, say) or the test's time is spent.
+  template <class Happened, class GoingOn>
+  bool wait(Happened&& happened, GoingOn&& going_on) const {
+    const auto live = [&] { return limit_.time_left() && going_on(); };
+    return wait_until(happened, live, kPoll);
+  }
+  // Waits for the job to end for good; false only when the test's time is spent first. Then
+  // `requeues` is how often Slurm requeued it (its Restarts, -1 when unknown): Slurm counts them,
+  // where polls could miss a short wait in between. A requeued job starts again by itself 10 s
+  // later (the lab's cred_expire): bringing it forward with `scontrol update starttime=now` can
+  // start it within the second in which its node revoked the old credential, and then it fails.
+  bool wait_done(const std::string& job, int* requeues = nullptr) const {
+    const auto time_left = [&] { return limit_.time_left(); };
+    const bool done = wait_until([&] { return ended(job); }, time_left, kPoll);
+    if (requeues != nullptr) {
+      const std::string restarts = job_field(job, "Restarts");
+      *requeues = restarts.empty() ? -1 : std::stoi(restarts);
+    }
+    return done;
+  }
+
+  // What Slurm says of the job (of every job it knows, for "") and the ends of the lab's logs,
+  // for a failure's message.
   std::string diagnose(const std::string& job) const {
     return exec("scontrol show job " + job + "; tail -n 25 /run/slurmlab/" + name_ +
                 "/slurmctld.log /run/slurmlab/" + name_ + "/slurmd-*.log")
         .text;
   }
-  // Waits until no job is queued or running; false after `limit_s` seconds.
-  bool wait_idle(int limit_s) const {
-    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(limit_s);
-    while (std::chrono::steady_clock::now() < end) {
-      if (exec("squeue -h -o %i").text.empty()) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(500));
-    }
-    return false;
+  // Waits until no job is queued or running; false only when the test's time is spent first.
+  bool wait_idle() const {
+    return wait_until([&] { return !queued(); }, [&] { return limit_.time_left(); }, kPoll);
   }
 
  private:
+  static constexpr std::chrono::milliseconds kPoll{500};
   static std::string script() { return std::string(AUTOLOCO_SOURCE_DIR) + "/scripts/slurm-lab.sh"; }
+  // ctest's TIMEOUT less a minute for `down` (it gives each daemon up to 10 s) and the report.
+  TestLimit limit_;
   std::string name_;
 };
 

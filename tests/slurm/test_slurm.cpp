@@ -7,11 +7,8 @@
 // they last long enough for Slurm's signal whatever the machine's speed, at little CPU.
 #include <catch2/catch.hpp>
 
-#include <chrono>
-#include <filesystem>
 #include <fstream>
 #include <string>
-#include <thread>
 
 #include "../support/run_files.hpp"
 #include "../support/temp_dir.hpp"
@@ -20,8 +17,8 @@
 #include "autoloco/ckpt/manifest.hpp"
 #include "slurm_lab.hpp"
 
-namespace fs = std::filesystem;
 using autoloco::test::contains;
+using autoloco::test::count_lines;
 using autoloco::test::read_lines;
 using autoloco::test::read_text;
 using autoloco::test::shell;
@@ -61,6 +58,16 @@ std::string job_log(const std::string& dir, const std::string& run, const std::s
   return read_text(dir + "/" + run + "-" + job + ".out");
 }
 
+// Fails the test unless a wait for `what` ended with it (the job ended first, or the test's time
+// ran out), with the run's log `log` and what Slurm says of `job`.
+void require_waited(bool waited, const std::string& what, const SlurmLab& lab,
+                    const std::string& job, const std::string& log) {
+  if (waited) return;
+  INFO(log);
+  INFO(lab.diagnose(job));
+  FAIL("the job ended, or the test's time ran out, before " << what);
+}
+
 // The CRC-32 of a float dataset of a checkpoint's file, from its manifest.
 uint32_t dataset_crc(const std::string& checkpoint, const std::string& file,
                      const std::string& dataset) {
@@ -80,6 +87,8 @@ TEST_CASE(
   const autoloco::test::TempDir tmp("slurm-time");
   const std::string dir = tmp.str();
   autoloco::test::write_tiny_corpus(dir + "/data");
+  // The lab first: its waits count the test's time from its making.
+  SlurmLab lab(2, "t");
   // The uninterrupted run, outside Slurm (the link modelled, not slept: the same numbers).
   const auto reference = shell(
       std::string(AUTOLOCO_MPIEXEC) + " -n 2 --oversubscribe --allow-run-as-root --bind-to none " +
@@ -88,13 +97,12 @@ TEST_CASE(
   INFO(reference.text);
   REQUIRE(reference.rc == 0);
 
-  SlurmLab lab(2, "t");
   // 4500 steps, 225 syncs of 0.4 s: about 100 s, past the signal. Slurm looks at time limits
   // every 30 s and sends it early by up to that much: with 120 s and 30 s of warning, between
   // 60 s and 90 s into a segment (never before the run is launched), 30 s before the limit.
   const std::string job = submit(lab, dir, "timed", 4500, "--nodes=2 --time=2 --signal=B:USR1@30");
   int requeues = 0;
-  const bool done = lab.wait_done(job, 400, &requeues);
+  const bool done = lab.wait_done(job, &requeues);
   const std::string log = job_log(dir, "timed", job);
   INFO(log);
   INFO(lab.diagnose(job));
@@ -136,11 +144,11 @@ TEST_CASE("slurm: scancel stops the run with a valid checkpoint and is not reque
   const std::string job = submit(lab, dir, "cancelled", 100000, "--nodes=2");
   // Cancel once the run has logged a few steps.
   const std::string metrics = dir + "/runs/cancelled/metrics.jsonl";
-  for (int i = 0; i < 240 && !(fs::exists(metrics) && read_lines(metrics).size() >= 2); ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(250));
-  REQUIRE(read_lines(metrics).size() >= 2);
+  const bool logged =
+      lab.wait([&] { return count_lines(metrics) >= 2; }, [&] { return !lab.ended(job); });
+  require_waited(logged, "2 lines in " + metrics, lab, job, job_log(dir, "cancelled", job));
   CHECK(lab.exec("scancel " + job).rc == 0);
-  const bool done = lab.wait_done(job, 120);
+  const bool done = lab.wait_done(job);
   const std::string log = job_log(dir, "cancelled", job);
   INFO(log);
   REQUIRE(done);
@@ -162,18 +170,25 @@ TEST_CASE("slurm: a job that loses a node is requeued and resumes with fewer dcs
   // (node failure), and it waits for 2 nodes until the operator shrinks it to the one left
   // (Slurm 22.05 would start a --nodes=1-2 job on 1 node even with 2 free).
   const std::string ckpts = dir + "/runs/shrunk/checkpoints";
-  for (int i = 0; i < 240 && autoloco::list_checkpoints(ckpts).empty(); ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(250));
-  REQUIRE_FALSE(autoloco::list_checkpoints(ckpts).empty());
+  const bool saved = lab.wait([&] { return !autoloco::list_checkpoints(ckpts).empty(); },
+                              [&] { return !lab.ended(job); });
+  require_waited(saved, "a checkpoint in " + ckpts, lab, job, job_log(dir, "shrunk", job));
   const auto failed = shell(std::string(AUTOLOCO_SOURCE_DIR) +
                             "/scripts/slurm-lab.sh fail h1 --name " + lab.name());
   INFO(failed.text);
   CHECK(failed.rc == 0);
-  for (int i = 0; i < 120 && lab.state(job) != "PENDING"; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  // Requeued, the job stays pending: 2 nodes do not fit in the one left.
+  std::string seen;
+  const bool requeued = lab.wait(
+      [&] {
+        seen = lab.state(job);
+        return seen == "PENDING";
+      },
+      [&] { return !SlurmLab::is_end_state(seen); });
+  require_waited(requeued, "the job pending again without its node h1", lab, job,
+                 job_log(dir, "shrunk", job));
   CHECK(lab.exec("scontrol update jobid=" + job + " numnodes=1 numtasks=1").rc == 0);
-  int requeues = 1;
-  const bool done = lab.wait_done(job, 300, &requeues);
+  const bool done = lab.wait_done(job);
   const std::string log = job_log(dir, "shrunk", job);
   INFO(log);
   REQUIRE(done);
@@ -196,7 +211,7 @@ TEST_CASE("slurm: a run stopped at its time limit past MAX_RESTARTS is not reque
   const std::string job =
       submit(lab, dir, "limited", 4500, "--nodes=2 --time=2 --signal=B:USR1@30", "MAX_RESTARTS=0");
   int requeues = 0;
-  const bool done = lab.wait_done(job, 200, &requeues);
+  const bool done = lab.wait_done(job, &requeues);
   const std::string log = job_log(dir, "limited", job);
   INFO(log);
   REQUIRE(done);
@@ -232,11 +247,12 @@ TEST_CASE("slurm: sweep.py submits a grid, resubmits the run that was cancelled,
   CHECK(contains(first.text, "submitted 3 jobs"));
   // Cancel the longest run (H 2: 80 syncs of 0.2 s) once it has a checkpoint.
   const std::string ckpts = dir + "/sweep/diloco_H2_s1/checkpoints";
-  for (int i = 0; i < 240 && autoloco::list_checkpoints(ckpts).empty(); ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(250));
-  REQUIRE_FALSE(autoloco::list_checkpoints(ckpts).empty());
+  const bool saved = lab.wait([&] { return !autoloco::list_checkpoints(ckpts).empty(); },
+                              [&] { return lab.queued("--name=autoloco-diloco_H2_s1"); });
+  require_waited(saved, "a checkpoint in " + ckpts, lab, "",
+                 shell("cat " + dir + "/sweep/logs/diloco_H2_s1.*.log").text);
   CHECK(lab.exec("scancel --name=autoloco-diloco_H2_s1").rc == 0);
-  REQUIRE(lab.wait_idle(300));
+  REQUIRE(lab.wait_idle());
   CHECK(
       contains(read_text(dir + "/sweep/diloco_H2_s1/summary.json"), R"("stopped_by_signal":true)"));
 
@@ -245,7 +261,7 @@ TEST_CASE("slurm: sweep.py submits a grid, resubmits the run that was cancelled,
   INFO(second.text);
   REQUIRE(second.rc == 0);
   CHECK(contains(second.text, "submitted 1 jobs"));
-  REQUIRE(lab.wait_idle(300));
+  REQUIRE(lab.wait_idle());
   CHECK(contains(read_text(dir + "/sweep/diloco_H2_s1/summary.json"),
                  R"("stopped_by_signal":false)"));
   CHECK(read_lines(dir + "/sweep/diloco_H2_s1/segments.jsonl").size() == 2);

@@ -1,11 +1,9 @@
 // Counts the host allocations of at least a given size while it lives: LibTorch's CPU allocator
 // is replaced by one that counts and hands on to it, and put back on destruction. It tells a
-// test whether code allocates full-size tensors, whatever their lifetime. Allocator's interface
-// differs between the LibTorch families; counting() says whether this build can count.
+// test whether code allocates full-size tensors, whatever their lifetime.
 #pragma once
 
 #include <torch/torch.h>
-#include <torch/version.h>
 
 #include <c10/core/CPUAllocator.h>
 
@@ -13,8 +11,6 @@
 #include <cstddef>
 
 namespace autoloco::test {
-
-#if TORCH_VERSION_MAJOR < 2
 
 class CountingCpuAllocator final : public c10::Allocator {
  public:
@@ -25,36 +21,25 @@ class CountingCpuAllocator final : public c10::Allocator {
   CountingCpuAllocator(const CountingCpuAllocator&) = delete;
   CountingCpuAllocator& operator=(const CountingCpuAllocator&) = delete;
 
-  static constexpr bool counting() { return true; }
   // Allocations of at least `at_least` bytes so far.
   int large() const { return large_.load(); }
   void reset() { large_ = 0; }
 
-  c10::DataPtr allocate(size_t n) const override {
+  c10::DataPtr allocate(size_t n) override {
     if (n >= at_least_) ++large_;
     return inner_->allocate(n);
   }
   c10::DeleterFnPtr raw_deleter() const override { return inner_->raw_deleter(); }
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    default_copy_data(dest, src, count);
+  }
 
  private:
   // Above the default allocator's registration, so that the replacement takes.
   static constexpr uint8_t kPriority = 100;
   c10::Allocator* inner_ = c10::GetCPUAllocator();
   size_t at_least_;
-  mutable std::atomic<int> large_{0};
+  std::atomic<int> large_{0};
 };
-
-#else
-
-// LibTorch 2.x changed Allocator's virtual interface: no counting there (the tests say so).
-class CountingCpuAllocator {
- public:
-  explicit CountingCpuAllocator(size_t /*at_least*/) {}
-  static constexpr bool counting() { return false; }
-  int large() const { return 0; }
-  void reset() {}
-};
-
-#endif
 
 }  // namespace autoloco::test

@@ -109,10 +109,6 @@ TEST_CASE("leaving the autocast scope drops the cached bf16 weights", "[precisio
 }
 
 TEST_CASE("the fused AdamW kernel gives the flat update's parameters and moments", "[precision]") {
-  if (!fused_adamw_available()) {
-    WARN("this LibTorch (" TORCH_VERSION ") has no fused AdamW: nothing to compare");
-    return;
-  }
   const auto c = tiny_model();
   GPT a = seeded(c);
   GPT b = seeded(c);
@@ -138,7 +134,6 @@ TEST_CASE("the fused AdamW kernel gives the flat update's parameters and moments
 }
 
 TEST_CASE("fused AdamW decays only the decayed slice", "[precision]") {
-  if (!fused_adamw_available()) return;
   const auto c = tiny_model();
   GPT model = seeded(c);
   FlatParams p(*model);
@@ -190,11 +185,9 @@ TEST_CASE("inner.adamw auto keeps the flat kernel on the cpu", "[precision]") {
   const auto* adamw = dynamic_cast<const FlatAdamW*>(opt.get());
   REQUIRE(adamw != nullptr);
   CHECK_FALSE(adamw->options().fused);
-  if (fused_adamw_available()) {
-    inner.adamw = "fused";
-    opt = make_inner_optimizer(inner, p);
-    CHECK(dynamic_cast<const FlatAdamW*>(opt.get())->options().fused);
-  }
+  inner.adamw = "fused";
+  opt = make_inner_optimizer(inner, p);
+  CHECK(dynamic_cast<const FlatAdamW*>(opt.get())->options().fused);
 }
 
 TEST_CASE("config: precision and adamw keys are checked and named", "[precision][config]") {
@@ -210,10 +203,5 @@ TEST_CASE("config: precision and adamw keys are checked and named", "[precision]
              Catch::Contains("run.precision") && Catch::Contains("auto, fp32, bf16"));
   CHECK_THAT(error_of({"inner.adamw=foreach"}), Catch::Contains("inner.adamw"));
   CHECK_THAT(error_of({"run.tf32=maybe"}), Catch::Contains("run.tf32"));
-  if (fused_adamw_available()) {
-    CHECK(error_of({"inner.adamw=fused", "run.precision=bf16", "run.tf32=false"}).empty());
-  } else {
-    CHECK_THAT(error_of({"inner.adamw=fused"}),
-               Catch::Contains("inner.adamw") && Catch::Contains("LibTorch 2.x"));
-  }
+  CHECK(error_of({"inner.adamw=fused", "run.precision=bf16", "run.tf32=false"}).empty());
 }

@@ -1,6 +1,7 @@
 # Finds the external packages (all from the system or a user prefix; no vendored sources).
-# Torch: Debian's libtorch-dev (1.13, CPU) or LibTorch 2.x with CUDA; point CMAKE_PREFIX_PATH
-# at an unpacked libtorch or at the torch wheel's `torch.utils.cmake_prefix_path`.
+# Torch: LibTorch 2.x, by default the pinned torch==2.11.0 wheel that scripts/torch-cuda.sh
+# installs (found below without any setting); any other LibTorch 2.x through CMAKE_PREFIX_PATH
+# (an unpacked libtorch, or the wheel's `torch.utils.cmake_prefix_path`) or AUTOLOCO_TORCH_PREFIX.
 find_package(Threads REQUIRED)
 find_package(MPI REQUIRED COMPONENTS C)
 find_package(HDF5 REQUIRED COMPONENTS C)
@@ -13,9 +14,28 @@ find_package(fmt REQUIRED)
 if(NOT TARGET caffe2::mkl)
   add_library(caffe2::mkl INTERFACE IMPORTED)
 endif()
-find_package(Torch REQUIRED)
+# Without a list, torch's config probes for a GPU to choose the architectures, and warns on a
+# machine without one; 9.0 is the H100/H200 the GPU path is built for (override as usual).
+if(NOT DEFINED TORCH_CUDA_ARCH_LIST AND NOT DEFINED ENV{TORCH_CUDA_ARCH_LIST})
+  set(TORCH_CUDA_ARCH_LIST 9.0 CACHE STRING "CUDA architectures for torch's CMake config")
+endif()
+# Where scripts/torch-cuda.sh puts the pinned wheel: searched after CMAKE_PREFIX_PATH and before
+# the system, so that a LibTorch of the system's (Debian's 1.13) is not taken by default.
+set(_autoloco_torch_venv "$ENV{AUTOLOCO_TORCH_VENV}")
+if(NOT _autoloco_torch_venv)
+  set(_autoloco_torch_venv "$ENV{HOME}/.cache/autoloco/torch-2.11.0")
+endif()
+file(GLOB _autoloco_torch_hints "${_autoloco_torch_venv}/lib/python3*/site-packages/torch")
+find_package(Torch REQUIRED HINTS $ENV{AUTOLOCO_TORCH_PREFIX} ${_autoloco_torch_hints})
 if(NOT DEFINED Torch_VERSION AND DEFINED TORCH_VERSION)
   set(Torch_VERSION ${TORCH_VERSION})
+endif()
+if(NOT Torch_VERSION OR Torch_VERSION VERSION_LESS 2.0)
+  message(FATAL_ERROR "autoloco needs LibTorch 2.x; found LibTorch '${Torch_VERSION}' at "
+                      "${Torch_DIR}. Get the pinned 2.11 with scripts/torch-cuda.sh (it prints "
+                      "its CMake prefix; CMake then finds it by itself), or point "
+                      "CMAKE_PREFIX_PATH at an unpacked LibTorch 2.x, and configure again in a "
+                      "fresh build directory (or with -UTorch_DIR).")
 endif()
 
 set(AUTOLOCO_HAVE_CUDA OFF)
@@ -26,7 +46,7 @@ if(NOT AUTOLOCO_CUDA STREQUAL "OFF")
   find_library(NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} ENV NCCL_HOME
                PATH_SUFFIXES lib lib64)
   # The CUDA paths use LibTorch's CUDA runtime (c10::cuda streams), so they need a LibTorch built
-  # with CUDA, whose config sets TORCH_CUDA_LIBRARIES; a CPU LibTorch (Debian's) cannot run them.
+  # with CUDA, whose config sets TORCH_CUDA_LIBRARIES; a CPU LibTorch cannot run them.
   if(CUDAToolkit_FOUND AND NCCL_INCLUDE_DIR AND NCCL_LIBRARY AND TORCH_CUDA_LIBRARIES)
     set(AUTOLOCO_HAVE_CUDA ON)
     add_library(autoloco_nccl INTERFACE)

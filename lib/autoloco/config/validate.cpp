@@ -1,7 +1,6 @@
 // Value and combination checks. Each message names the key and says what would be valid.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <torch/version.h>
 
 #include <algorithm>
 #include <cmath>
@@ -11,9 +10,6 @@
 
 namespace autoloco {
 namespace {
-
-// at::_fused_adamw_ (LibTorch 2.x): one pass over parameters, gradients and both moments.
-constexpr bool kFusedAdamW = TORCH_VERSION_MAJOR >= 2;
 
 void require(bool ok, const std::string& key, const std::string& what) {
   if (!ok) throw ConfigError(fmt::format("config key {}: {}", key, what));
@@ -116,9 +112,6 @@ void validate_inner(const InnerConfig& i) {
   require(i.muon_ns_steps >= 1 && i.muon_ns_steps <= 20, "inner.muon_ns_steps",
           fmt::format("must be in [1, 20], got {}", i.muon_ns_steps));
   require_one_of(i.adamw, {"auto", "fused", "flat"}, "inner.adamw");
-  require(
-      i.adamw != "fused" || kFusedAdamW, "inner.adamw",
-      fmt::format("fused needs LibTorch 2.x, this build has {}: use auto or flat", TORCH_VERSION));
   require(i.lr > 0.0 && i.lr < 10.0, "inner.lr", fmt::format("must be in (0, 10), got {}", i.lr));
   require_non_negative(i.warmup_steps, "inner.warmup_steps");
   require_one_of(i.schedule, {"cosine", "constant"}, "inner.schedule");

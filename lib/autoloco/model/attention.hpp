@@ -1,6 +1,5 @@
-// Causal scaled dot-product attention shared by the architectures: the fused kernel of
-// LibTorch 2.x (flash/memory-efficient on CUDA, a fused one on the CPU), or the plain
-// masked-softmax form on LibTorch 1.13, which has none.
+// Causal scaled dot-product attention shared by the architectures: LibTorch's fused kernel
+// (flash/memory-efficient on CUDA, a fused one on the CPU), the one transformers runs too.
 #pragma once
 
 #include <torch/torch.h>

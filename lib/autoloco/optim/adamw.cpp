@@ -2,8 +2,6 @@
 // one pass over the flat buffer, with no per-parameter loop.
 #include "autoloco/optim/adamw.hpp"
 
-#include <torch/version.h>
-
 #include <cmath>
 #include <string>
 #include <utility>
@@ -11,10 +9,6 @@
 #include "autoloco/util/error.hpp"
 
 namespace autoloco {
-
-bool fused_adamw_available() {
-  return TORCH_VERSION_MAJOR >= 2;
-}
 
 FlatAdamW::FlatAdamW(FlatParams& params, AdamWOptions options)
     : FlatAdamW(params.view(), options) {}
@@ -32,9 +26,6 @@ FlatAdamW::FlatAdamW(const FlatView& view, AdamWOptions options, torch::Tensor e
     throw Error("FlatAdamW: moments of " + std::to_string(exp_avg_.numel()) + "/" +
                 std::to_string(exp_avg_sq_.numel()) + " elements for a view of " +
                 std::to_string(view_.numel()));
-  }
-  if (options_.fused && !fused_adamw_available()) {
-    throw Error("FlatAdamW: the fused kernel needs LibTorch 2.x, this is " TORCH_VERSION);
   }
   if (options_.fused) {
     step_count_ = torch::zeros({}, view_.values.options());
@@ -70,7 +61,6 @@ void FlatAdamW::step(double lr) {
 }
 
 void FlatAdamW::fused_step(double lr) {
-#if TORCH_VERSION_MAJOR >= 2
   step_count_.fill_(static_cast<double>(step_));
   const auto& o = options_;
   // Weight decay is per call: the decayed slice [0, decay_numel) and the rest, each contiguous.
@@ -84,9 +74,6 @@ void FlatAdamW::fused_step(double lr) {
   const int64_t decayed = o.weight_decay != 0.0 ? view_.decay_numel : 0;
   update(0, decayed, o.weight_decay);
   update(decayed, view_.numel() - decayed, 0.0);
-#else
-  (void)lr;
-#endif
 }
 
 void FlatAdamW::set_state(int64_t step, const torch::Tensor& m, const torch::Tensor& v) {

@@ -16,13 +16,10 @@ struct AdamWOptions {
   double beta2 = 0.95;
   double eps = 1e-8;
   double weight_decay = 0.1;  // applied to FlatParams' decayed slice only
-  // LibTorch's fused kernel (at::_fused_adamw_, LibTorch 2.x): the same update in one pass
-  // over p, g, m and v instead of about nine; rounding differs in the last bits.
+  // LibTorch's fused kernel (at::_fused_adamw_): the same update in one pass over p, g, m and
+  // v instead of about nine; rounding differs in the last bits.
   bool fused = false;
 };
-
-// True when this LibTorch has the fused AdamW kernel.
-bool fused_adamw_available();
 
 // PyTorch's AdamW, step t (1-based), on the whole flat buffer:
 //   p[:decay_numel] *= 1 - lr wd

@@ -22,7 +22,7 @@ AdamWOptions adamw_options(const InnerConfig& inner, const FlatView& view) {
   // auto: fused where it pays (a GPU, whose time goes to memory passes); the CPU keeps the
   // flat update, so CPU runs stay bitwise what they were.
   o.fused = inner.adamw == "fused" ||
-            (inner.adamw == "auto" && view.values.is_cuda() && fused_adamw_available());
+            (inner.adamw == "auto" && view.values.is_cuda());
   return o;
 }
 

@@ -1,13 +1,10 @@
 #include "autoloco/train/precision.hpp"
 
 #include <ATen/autocast_mode.h>
-#include <torch/version.h>
 
 namespace autoloco {
 namespace {
 
-// LibTorch 2.4 keyed autocast's switches by device type; 1.13 had one function per device.
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
 c10::DeviceType device_type(bool cuda) {
   return cuda ? c10::DeviceType::CUDA : c10::DeviceType::CPU;
 }
@@ -23,28 +20,6 @@ at::ScalarType autocast_dtype(bool cuda) {
 void set_autocast_dtype(bool cuda, at::ScalarType dtype) {
   at::autocast::set_autocast_dtype(device_type(cuda), dtype);
 }
-#else
-bool autocast_enabled(bool cuda) {
-  return cuda ? at::autocast::is_enabled() : at::autocast::is_cpu_enabled();
-}
-void set_autocast_enabled(bool cuda, bool on) {
-  if (cuda) {
-    at::autocast::set_enabled(on);
-  } else {
-    at::autocast::set_cpu_enabled(on);
-  }
-}
-at::ScalarType autocast_dtype(bool cuda) {
-  return cuda ? at::autocast::get_autocast_gpu_dtype() : at::autocast::get_autocast_cpu_dtype();
-}
-void set_autocast_dtype(bool cuda, at::ScalarType dtype) {
-  if (cuda) {
-    at::autocast::set_autocast_gpu_dtype(dtype);
-  } else {
-    at::autocast::set_autocast_cpu_dtype(dtype);
-  }
-}
-#endif
 
 }  // namespace
 

@@ -17,7 +17,6 @@
 #include "autoloco/train/device_placement.hpp"
 #include "autoloco/train/full_shard.hpp"
 #include "autoloco/train/precision.hpp"
-#include "autoloco/util/blas_threads.hpp"
 #include "autoloco/util/error.hpp"
 #include "autoloco/util/fault_injection.hpp"
 #include "autoloco/util/log.hpp"
@@ -213,9 +212,8 @@ void Trainer::set_threads() {
     const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     threads = std::max(1, cores / host_ranks(world_).count);
   }
+  // MKL runs on the same OpenMP pool (util/blas.hpp).
   torch::set_num_threads(threads);
-  // One thread pool does the work (blas_threads.hpp): BLAS's own pool beside LibTorch's spins.
-  set_blas_threads(blas_threads_beside(threads, blas_threading()));
 }
 
 int64_t Trainer::tokens_per_step() const {

@@ -12,7 +12,7 @@
 #include "autoloco/optim/adamw.hpp"
 #include "autoloco/optim/muon.hpp"
 #include "autoloco/train/trainer.hpp"
-#include "autoloco/util/blas_threads.hpp"
+#include "autoloco/util/blas.hpp"
 #include "autoloco/util/error.hpp"
 #include "autoloco/util/fault_injection.hpp"
 #include "autoloco/util/log.hpp"
@@ -62,13 +62,11 @@ void Trainer::log_model() const {
 
 void Trainer::log_start() const {
   if (!options_.print_progress) return;
-  const BlasThreading blas = blas_threading();
   log::info(
       "autoloco {} | LibTorch {} | {} ranks = {} dc x {} members | device {} | {} threads, BLAS "
-      "{} ({})",
+      "{}",
       AUTOLOCO_VERSION, TORCH_VERSION, topo_.world_size, topo_.num_dcs, topo_.ranks_per_dc,
-      device_.str(), torch::get_num_threads(), blas_threads_beside(torch::get_num_threads(), blas),
-      describe(blas));
+      device_.str(), torch::get_num_threads(), blas_library());
   if (const auto job = slurm_job_from_env()) log::info("{}", job->describe());
   for (const DcPlacement& p : placement_) {
     log::info("{}", p.describe());
