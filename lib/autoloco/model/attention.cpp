@@ -1,6 +1,5 @@
 #include "autoloco/model/attention.hpp"
 
-
 namespace autoloco {
 namespace {
 

@@ -21,8 +21,7 @@ AdamWOptions adamw_options(const InnerConfig& inner, const FlatView& view) {
   AdamWOptions o{inner.betas[0], inner.betas[1], inner.eps, inner.weight_decay};
   // auto: fused where it pays (a GPU, whose time goes to memory passes); the CPU keeps the
   // flat update, so CPU runs stay bitwise what they were.
-  o.fused = inner.adamw == "fused" ||
-            (inner.adamw == "auto" && view.values.is_cuda());
+  o.fused = inner.adamw == "fused" || (inner.adamw == "auto" && view.values.is_cuda());
   return o;
 }
 
