@@ -36,6 +36,9 @@ struct Args {
   // (torch's own choice: a per-parameter loop on the CPU).
   std::string python;
   std::string hf_adamw = "fused";
+  // --profile (--hf-step): after the timed repeats, `steps` more of each side under LibTorch's
+  // profiler, reported as each operator's self time per step (op_profile.hpp).
+  bool profile = false;
   // --tokenize: the arguments after it go to autoloco-prepare --bench (tokenize.cpp).
   bool tokenize = false;
   std::vector<std::string> tokenize_args;

@@ -16,6 +16,8 @@
 // is the helper's stdin and stdout:
 //   helper -> "ready key=value ..." once built, or "error MESSAGE"
 //   "run N" -> "ok SECONDS LOSS" (N steps, timed together)
+//   "profile N" -> "ok SECONDS OP=MICROSECONDS ..." (N steps under torch.profiler: their time and
+//                  each operator's self time, spaces in its name as underscores)
 //   "peak"  -> "ok VMHWM_BYTES"
 //   "quit"  (no answer)
 #include <errno.h>
@@ -46,6 +48,7 @@
 #include "autoloco/util/json.hpp"
 #include "autoloco/util/timer.hpp"
 #include "bench.hpp"
+#include "op_profile.hpp"
 
 extern char** environ;
 
@@ -151,6 +154,15 @@ for line in chan_in:
             loss = step()
         seconds = time.perf_counter() - start
         reply("ok %.9g %.9g" % (seconds, float(loss) if loss is not None else float("nan")))
+    elif words[0] == "profile":
+        from torch.profiler import ProfilerActivity, profile
+        start = time.perf_counter()
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            for _ in range(int(words[1])):
+                step()
+        seconds = time.perf_counter() - start
+        reply("ok %.9g " % seconds + " ".join("%s=%.1f" % (e.key.replace(" ", "_"), e.self_cpu_time_total)
+                               for e in prof.key_averages()))
     elif words[0] == "peak":
         reply("ok %d" % status_bytes("VmHWM"))
     else:
@@ -290,6 +302,50 @@ std::map<std::string, std::string> key_values(const std::vector<std::string>& wo
   return out;
 }
 
+// --profile: the operators with the most self time on either side, in ms per step, and each
+// side's total, so that a ratio short of 1 says where the time goes.
+// The wall time beside the operators' sum shows the time spent outside them (data, bookkeeping,
+// Python).
+JsonObject profile_json(double ours_s, const std::map<std::string, double>& ours_us,
+                        const std::vector<std::string>& theirs_words, int64_t steps) {
+  std::map<std::string, std::pair<double, double>> both;  // ms per step: ours, theirs
+  double ours_total = 0.0, theirs_total = 0.0;
+  const double per_step = 1e3 * static_cast<double>(steps);
+  for (const auto& [name, us] : ours_us) {
+    std::string key = name;
+    std::replace(key.begin(), key.end(), ' ', '_');
+    both[key].first += us / per_step;
+    ours_total += us / per_step;
+  }
+  const double theirs_s = theirs_words.empty() ? 0.0 : std::stod(theirs_words[0]);
+  for (const auto& w : theirs_words) {
+    const auto eq = w.rfind('=');
+    if (eq == std::string::npos) continue;
+    const double ms = std::stod(w.substr(eq + 1)) / per_step;
+    both[w.substr(0, eq)].second += ms;
+    theirs_total += ms;
+  }
+  std::vector<std::pair<std::string, std::pair<double, double>>> rows(both.begin(), both.end());
+  std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) {
+    return std::max(a.second.first, a.second.second) > std::max(b.second.first, b.second.second);
+  });
+  rows.resize(std::min<size_t>(rows.size(), 30));
+  std::vector<JsonObject> ops;
+  for (const auto& [name, ms] : rows) {
+    JsonObject op;
+    op.add("op", name).add("autoloco_ms", ms.first).add("transformers_ms", ms.second);
+    ops.push_back(op);
+  }
+  JsonObject out;
+  out.add("steps", steps)
+      .add("autoloco_wall_ms_per_step", 1e3 * ours_s / static_cast<double>(steps))
+      .add("transformers_wall_ms_per_step", 1e3 * theirs_s / static_cast<double>(steps))
+      .add("autoloco_ops_ms_per_step", ours_total)
+      .add("transformers_ops_ms_per_step", theirs_total)
+      .add("ops", ops);
+  return out;
+}
+
 // A number the helper reported; -1 when it did not.
 int64_t number(const std::string& text) {
   try {
@@ -391,6 +447,20 @@ int hf_step(const Args& args) {
     }
     const auto peak = helper.ask("peak", "reading its peak memory");
     const int64_t their_peak = peak.empty() ? -1 : number(peak[0]);
+    const int64_t our_peak = status_bytes("VmHWM");
+    // After the peaks: the profiler's event records would raise them.
+    JsonObject profile;
+    if (args.profile) {
+      Timer t;
+      const auto ours = profile_self_us([&] {
+        for (int64_t i = 0; i < args.steps; ++i)
+          trainer.train_step();
+      });
+      const double profiled_s = t.seconds();
+      const auto theirs =
+          helper.ask("profile " + std::to_string(args.steps), "profiling its steps");
+      profile = profile_json(profiled_s, ours, theirs, args.steps);
+    }
     const double ours_median = median(ours_tps);
     const double theirs_median = median(theirs_tps);
 
@@ -422,10 +492,11 @@ int hf_step(const Args& args) {
         .add("ratio", ours_median / theirs_median)
         .add("autoloco_last_loss", loss)
         .add("transformers_last_loss", their_loss)
-        .add("autoloco_rss_peak_bytes", status_bytes("VmHWM"))
+        .add("autoloco_rss_peak_bytes", our_peak)
         .add("autoloco_rss_baseline_bytes", rss_baseline)
         .add("transformers_rss_peak_bytes", their_peak)
         .add("transformers_rss_baseline_bytes", number(field("rss_baseline")))
+        .add("profile", profile)
         .add("notes",
              "medians over alternating repeats (autoloco, then transformers, in turn; never "
              "together); autoloco runs on this build's LibTorch (" TORCH_VERSION

@@ -5,6 +5,7 @@
 //                  [--repeats R]
 //   autoloco-bench --hf-step [CONFIG.yaml] [--set k=v ...] [--steps N] [--warmup N]
 //                  [--repeats R] [--python PATH] [--hf-adamw fused|foreach|default]
+//                  [--profile]
 //   autoloco-bench --overlap [CONFIG.yaml] [--set k=v ...] [--steps N] [--warmup N]
 //                  [--repeats R]
 //   autoloco-bench --optimizer [CONFIG.yaml] [--set k=v ...] [--steps N] [--warmup N]
@@ -41,7 +42,7 @@ constexpr const char* kUsage =
     "       autoloco-bench --throughput [CONFIG.yaml] [--set k=v ...] [--steps N] [--warmup N] "
     "[--repeats R]\n"
     "       autoloco-bench --hf-step [CONFIG.yaml] [--set k=v ...] [--steps N] [--warmup N] "
-    "[--repeats R] [--python PATH] [--hf-adamw fused|foreach|default]\n"
+    "[--repeats R] [--python PATH] [--hf-adamw fused|foreach|default] [--profile]\n"
     "       autoloco-bench --overlap [CONFIG.yaml] [--set k=v ...] [--steps N] [--warmup N] "
     "[--repeats R]\n"
     "       autoloco-bench --optimizer [CONFIG.yaml] [--set k=v ...] [--steps N] [--warmup N] "
@@ -146,6 +147,8 @@ Args parse_args(int argc, char** argv) {
       a.throughput = true;
     } else if (arg == "--hf-step") {
       a.hf_step = true;
+    } else if (arg == "--profile") {
+      a.profile = true;
     } else if (arg == "--python") {
       a.python = value();
     } else if (arg == "--hf-adamw") {
