@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "../support/dc_layout.hpp"
+#include "autoloco/comm/mpi_peer_exchange.hpp"
 #include "autoloco/comm/packed_message.hpp"
 #include "autoloco/comm/ring_allreduce.hpp"
 
@@ -22,7 +23,8 @@ void check_ring() {
   int size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-  RingAllreduce ring(MPI_COMM_WORLD);
+  MpiPeerExchange peers(MPI_COMM_WORLD);
+  RingAllreduce ring(peers);
   for (size_t n : {size_t{0}, size_t{1}, size_t{2}, size_t{5}, size_t{1000}, size_t{4097}}) {
     std::vector<float> data(n);
     for (size_t i = 0; i < n; ++i) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "../support/dc_layout.hpp"
+#include "autoloco/comm/mpi_peer_exchange.hpp"
 #include "autoloco/comm/sparse_allgather.hpp"
 
 using namespace autoloco;
@@ -38,7 +39,8 @@ bool same_bytes_everywhere(const std::vector<std::byte>& bytes) {
 void check_sparse(const SparseCodec& codec, size_t n) {
   Layout layout(1);  // a dc per rank
   const int dcs = layout.topo.num_dcs;
-  SparseAllgather exchange(layout.inter.handle());
+  MpiPeerExchange peers(layout.inter.handle());
+  SparseAllgather exchange(peers);
   const std::vector<float> mine = contribution(n, layout.topo.dc);
   std::vector<float> payload = mine;
   std::vector<float> residual(n);

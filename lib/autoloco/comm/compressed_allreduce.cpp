@@ -3,9 +3,6 @@
 #include <algorithm>
 #include <cstring>
 
-#include "autoloco/comm/mpi_count.hpp"
-#include "autoloco/util/mpi_check.hpp"
-
 namespace autoloco {
 namespace {
 
@@ -19,21 +16,12 @@ uint64_t mix(uint64_t stream, uint64_t who, uint64_t chunk) {
   return z ^ (z >> 33);
 }
 
-int as_int(size_t bytes) {
-  return mpi_count(bytes, "inter-dc compressed all-reduce");
-}
-
 }  // namespace
-
-CompressedAllreduce::CompressedAllreduce(MPI_Comm comm) : comm_(comm) {
-  AUTOLOCO_MPI(MPI_Comm_rank(comm_, &rank_));
-  AUTOLOCO_MPI(MPI_Comm_size(comm_, &size_));
-}
 
 LinkTraffic CompressedAllreduce::traffic(size_t count, const WireCodec& codec, size_t k) const {
   LinkTraffic t;
-  if (size_ <= 1) return t;
-  const auto g = static_cast<size_t>(size_);
+  if (peers_->size() <= 1) return t;
+  const auto g = static_cast<size_t>(peers_->size());
   std::vector<int64_t> encoded(g);
   int64_t all = 0;
   for (size_t j = 0; j < g; ++j) {
@@ -53,7 +41,7 @@ LinkTraffic CompressedAllreduce::traffic(size_t count, const WireCodec& codec, s
     gather_max = std::max(gather_max, gather_bytes(r));
     t.all_bytes += scatter_bytes(r) + gather_bytes(r);
   }
-  const auto me = static_cast<size_t>(rank_);
+  const auto me = static_cast<size_t>(peers_->rank());
   t.sent_bytes = scatter_bytes(me) + gather_bytes(me);
   t.phases = 2;
   t.critical_bytes = scatter_max + gather_max;
@@ -62,13 +50,13 @@ LinkTraffic CompressedAllreduce::traffic(size_t count, const WireCodec& codec, s
 
 void CompressedAllreduce::scatter(const float* payload, size_t count, const WireCodec& codec,
                                   const double* scalars, size_t k, uint64_t stream) {
-  const auto g = static_cast<size_t>(size_);
-  const auto me = static_cast<size_t>(rank_);
+  const auto g = static_cast<size_t>(peers_->size());
+  const auto me = static_cast<size_t>(peers_->rank());
   const size_t scalar_bytes = k * sizeof(double);
   out_.resize(g);
   in_.resize(g);
-  std::vector<MPI_Request> requests;
-  requests.reserve(2 * g);
+  std::vector<PeerExchange::Send> sends;
+  std::vector<PeerExchange::Recv> recvs;
   const size_t mine = codec.encoded_bytes(chunk(me, count).count) + scalar_bytes;
   for (size_t j = 0; j < g; ++j) {
     const Chunk c = chunk(j, count);
@@ -79,40 +67,32 @@ void CompressedAllreduce::scatter(const float* payload, size_t count, const Wire
     if (scalar_bytes > 0) std::memcpy(out_[j].data() + encoded, scalars, scalar_bytes);
     if (j == me) continue;
     in_[j].resize(mine);
-    requests.emplace_back();
-    AUTOLOCO_MPI(MPI_Irecv(in_[j].data(), as_int(mine), MPI_BYTE, static_cast<int>(j), kScatterTag,
-                           comm_, &requests.back()));
-    requests.emplace_back();
-    AUTOLOCO_MPI(MPI_Isend(out_[j].data(), as_int(out_[j].size()), MPI_BYTE, static_cast<int>(j),
-                           kScatterTag, comm_, &requests.back()));
+    recvs.push_back({static_cast<int>(j), in_[j].data(), mine});
+    sends.push_back({static_cast<int>(j), out_[j].data(), out_[j].size()});
     sent_ += static_cast<int64_t>(out_[j].size());
   }
-  wait_all(requests.data(), static_cast<int>(requests.size()), policy_);
+  peers_->exchange(sends, recvs, kScatterTag);
   in_[me] = out_[me];
 }
 
 void CompressedAllreduce::gather(float* payload, size_t count, const WireCodec& codec,
                                  uint64_t stream) {
-  const auto g = static_cast<size_t>(size_);
-  const auto me = static_cast<size_t>(rank_);
+  const auto g = static_cast<size_t>(peers_->size());
+  const auto me = static_cast<size_t>(peers_->rank());
   const Chunk own = chunk(me, count);
   std::vector<std::byte>& sum_bytes = out_[me];
   sum_bytes.resize(codec.encoded_bytes(own.count));
   encode(codec, sum_.data(), own.count, sum_bytes.data(), mix(stream, g, me));
-  std::vector<MPI_Request> requests;
-  requests.reserve(2 * g);
+  std::vector<PeerExchange::Send> sends;
+  std::vector<PeerExchange::Recv> recvs;
   for (size_t j = 0; j < g; ++j) {
     if (j == me) continue;
     in_[j].resize(codec.encoded_bytes(chunk(j, count).count));
-    requests.emplace_back();
-    AUTOLOCO_MPI(MPI_Irecv(in_[j].data(), as_int(in_[j].size()), MPI_BYTE, static_cast<int>(j),
-                           kGatherTag, comm_, &requests.back()));
-    requests.emplace_back();
-    AUTOLOCO_MPI(MPI_Isend(sum_bytes.data(), as_int(sum_bytes.size()), MPI_BYTE,
-                           static_cast<int>(j), kGatherTag, comm_, &requests.back()));
+    recvs.push_back({static_cast<int>(j), in_[j].data(), in_[j].size()});
+    sends.push_back({static_cast<int>(j), sum_bytes.data(), sum_bytes.size()});
     sent_ += static_cast<int64_t>(sum_bytes.size());
   }
-  wait_all(requests.data(), static_cast<int>(requests.size()), policy_);
+  peers_->exchange(sends, recvs, kGatherTag);
   for (size_t j = 0; j < g; ++j) {
     const Chunk c = chunk(j, count);
     decode(codec, (j == me ? sum_bytes : in_[j]).data(), c.count, payload + c.begin);
@@ -121,7 +101,7 @@ void CompressedAllreduce::gather(float* payload, size_t count, const WireCodec& 
 
 void CompressedAllreduce::keep_residual(const float* payload, size_t count, const WireCodec& codec,
                                         float* residual) {
-  for (size_t j = 0; j < static_cast<size_t>(size_); ++j) {
+  for (size_t j = 0; j < static_cast<size_t>(peers_->size()); ++j) {
     const Chunk c = chunk(j, count);
     decode(codec, out_[j].data(), c.count, residual + c.begin);
     for (size_t i = c.begin; i < c.begin + c.count; ++i)
@@ -131,12 +111,12 @@ void CompressedAllreduce::keep_residual(const float* payload, size_t count, cons
 
 LinkTraffic CompressedAllreduce::run(float* payload, size_t count, const WireCodec& codec,
                                      double* scalars, size_t k, uint64_t stream, float* residual) {
-  if (size_ <= 1) return {};
+  if (peers_->size() <= 1) return {};
   sent_ = 0;
   scatter(payload, count, codec, scalars, k, stream);
   if (residual != nullptr) keep_residual(payload, count, codec, residual);
   // Every rank sums the G contributions of its chunk, and all the scalars, in rank order.
-  const Chunk own = chunk(static_cast<size_t>(rank_), count);
+  const Chunk own = chunk(static_cast<size_t>(peers_->rank()), count);
   const size_t encoded = codec.encoded_bytes(own.count);
   sum_.assign(own.count, 0.0F);
   std::vector<double> total(k, 0.0);

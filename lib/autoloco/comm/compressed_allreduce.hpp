@@ -10,21 +10,20 @@
 // about 2 (G - 1) / G of the encoded payload, as a ring would, in two phases instead of 2 (G - 1).
 #pragma once
 
-#include <mpi.h>
-
 #include <cstddef>
 #include <vector>
 
 #include "autoloco/comm/chunks.hpp"
 #include "autoloco/comm/link_traffic.hpp"
-#include "autoloco/comm/patient_wait.hpp"
+#include "autoloco/comm/peer_exchange.hpp"
 #include "autoloco/comm/wire_format.hpp"
 
 namespace autoloco {
 
 class CompressedAllreduce {
  public:
-  explicit CompressedAllreduce(MPI_Comm comm);
+  // Over `peers` (which must outlive it; its rank and size are read at each run).
+  explicit CompressedAllreduce(PeerExchange& peers) : peers_(&peers) {}
 
   // In place: payload (count floats) and scalars (k doubles) become their sums over the ranks.
   // `stream` seeds stochastic rounding (mixed with the rank and the chunk). With `residual`
@@ -36,11 +35,9 @@ class CompressedAllreduce {
   // The traffic of run() on this rank, computed without running it.
   LinkTraffic traffic(size_t count, const WireCodec& codec, size_t k) const;
 
-  void set_wait_policy(const WaitPolicy& policy) { policy_ = policy; }
-
  private:
   Chunk chunk(size_t c, size_t count) const {
-    return chunk_of(c, count, static_cast<size_t>(size_));
+    return chunk_of(c, count, static_cast<size_t>(peers_->size()));
   }
   void scatter(const float* payload, size_t count, const WireCodec& codec, const double* scalars,
                size_t k, uint64_t stream);
@@ -48,10 +45,7 @@ class CompressedAllreduce {
   void keep_residual(const float* payload, size_t count, const WireCodec& codec, float* residual);
   void gather(float* payload, size_t count, const WireCodec& codec, uint64_t stream);
 
-  MPI_Comm comm_;
-  int rank_ = 0;
-  int size_ = 1;
-  WaitPolicy policy_;
+  PeerExchange* peers_;
   int64_t sent_ = 0;
   std::vector<std::vector<std::byte>> out_;  // per peer (scatter) or one (gather)
   std::vector<std::vector<std::byte>> in_;   // per peer

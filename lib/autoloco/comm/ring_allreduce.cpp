@@ -4,10 +4,7 @@
 
 #include <algorithm>
 
-#include "autoloco/comm/mpi_count.hpp"
 #include "autoloco/comm/packed_message.hpp"
-#include "autoloco/comm/world_ranks.hpp"
-#include "autoloco/util/mpi_check.hpp"
 #include "autoloco/util/watchdog.hpp"
 
 namespace autoloco {
@@ -27,19 +24,13 @@ size_t wrap(long value, int size) {
 
 }  // namespace
 
-RingAllreduce::RingAllreduce(MPI_Comm comm) : comm_(comm) {
-  AUTOLOCO_MPI(MPI_Comm_rank(comm_, &rank_));
-  AUTOLOCO_MPI(MPI_Comm_size(comm_, &size_));
-  const std::vector<int> world = world_ranks(comm_);
-  left_world_ = world[wrap(rank_ - 1, size_)];
-  right_world_ = world[wrap(rank_ + 1, size_)];
-}
-
 void RingAllreduce::watch_step(const char* phase, int s) const {
-  set_watch_detail(
-      fmt::format("ring {} step {} of {}: receiving from world rank {}, sending to "
-                  "world rank {}",
-                  phase, s + 1, size_ - 1, left_world_, right_world_));
+  const int size = peers_->size();
+  const int rank = peers_->rank();
+  set_watch_detail(fmt::format("ring {} step {} of {}: receiving from {}, sending to {}", phase,
+                               s + 1, size - 1,
+                               peers_->peer_name(static_cast<int>(wrap(rank - 1, size))),
+                               peers_->peer_name(static_cast<int>(wrap(rank + 1, size)))));
 }
 
 size_t RingAllreduce::message_bytes(size_t c, size_t count, DType wire, size_t k) const {
@@ -49,21 +40,23 @@ size_t RingAllreduce::message_bytes(size_t c, size_t count, DType wire, size_t k
 
 LinkTraffic RingAllreduce::traffic(size_t count, DType wire, size_t k) const {
   LinkTraffic t;
-  if (size_ <= 1) return t;
+  const int size = peers_->size();
+  const int rank = peers_->rank();
+  if (size <= 1) return t;
   // Every step of either phase moves each chunk once, so its slowest message is the largest.
   size_t largest = 0;
-  for (size_t c = 0; c < static_cast<size_t>(size_); ++c)
+  for (size_t c = 0; c < static_cast<size_t>(size); ++c)
     largest = std::max(largest, message_bytes(c, count, wire, k));
-  for (int r = 0; r < size_; ++r) {
+  for (int r = 0; r < size; ++r) {
     int64_t sent = 0;
-    for (int s = 0; s + 1 < size_; ++s) {
-      sent += static_cast<int64_t>(message_bytes(wrap(r - s, size_), count, wire, k) +
-                                   message_bytes(wrap(r + 1 - s, size_), count, wire, k));
+    for (int s = 0; s + 1 < size; ++s) {
+      sent += static_cast<int64_t>(message_bytes(wrap(r - s, size), count, wire, k) +
+                                   message_bytes(wrap(r + 1 - s, size), count, wire, k));
     }
-    if (r == rank_) t.sent_bytes = sent;
+    if (r == rank) t.sent_bytes = sent;
     t.all_bytes += sent;
   }
-  t.phases = 2 * (size_ - 1);
+  t.phases = 2 * (size - 1);
   t.critical_bytes = static_cast<int64_t>(largest) * t.phases;
   return t;
 }
@@ -91,20 +84,10 @@ void RingAllreduce::exchange(const float* payload, size_t count, DType wire, con
     recv_data = recv_buffer_.data();
     recv_bytes = recv_buffer_.size();
   }
-  const int right = (rank_ + 1) % size_;
-  const int left = (rank_ + size_ - 1) % size_;
-  if (!policy_.patient) {
-    AUTOLOCO_MPI(MPI_Sendrecv(send_data, mpi_count(send_bytes, "inter-dc ring"), MPI_BYTE, right,
-                              kTag, recv_data, mpi_count(recv_bytes, "inter-dc ring"), MPI_BYTE,
-                              left, kTag, comm_, MPI_STATUS_IGNORE));
-  } else {
-    MPI_Request requests[2];
-    AUTOLOCO_MPI(MPI_Irecv(recv_data, mpi_count(recv_bytes, "inter-dc ring"), MPI_BYTE, left, kTag,
-                           comm_, &requests[0]));
-    AUTOLOCO_MPI(MPI_Isend(send_data, mpi_count(send_bytes, "inter-dc ring"), MPI_BYTE, right, kTag,
-                           comm_, &requests[1]));
-    wait_all(requests, 2, policy_);
-  }
+  const int size = peers_->size();
+  const int right = (peers_->rank() + 1) % size;
+  const int left = (peers_->rank() + size - 1) % size;
+  peers_->exchange({{right, send_data, send_bytes}}, {{left, recv_data, recv_bytes}}, kTag);
   sent_ += static_cast<int64_t>(send_bytes);
   incoming_scalars_.resize(in_layout.scalars);
   if (!raw_in) unpack(recv_buffer_.data(), in_layout, into, incoming_scalars_.data());
@@ -113,12 +96,14 @@ void RingAllreduce::exchange(const float* payload, size_t count, DType wire, con
 LinkTraffic RingAllreduce::run(float* payload, size_t count, DType wire, double* scalars,
                                size_t k) {
   check_wire_dtype(wire);
-  if (size_ == 1) return {};
+  const int size = peers_->size();
+  const int rank = peers_->rank();
+  if (size == 1) return {};
   sent_ = 0;
   // Reduce-scatter: after G - 1 steps rank r holds the full sum of chunk r + 1.
-  for (int s = 0; s + 1 < size_; ++s) {
-    const size_t send = wrap(rank_ - s, size_);
-    const size_t recv = wrap(rank_ - s - 1, size_);
+  for (int s = 0; s + 1 < size; ++s) {
+    const size_t send = wrap(rank - s, size);
+    const size_t recv = wrap(rank - s - 1, size);
     const Chunk in = chunk(recv, count);
     incoming_.resize(in.count);
     watch_step("reduce-scatter", s);
@@ -130,16 +115,16 @@ LinkTraffic RingAllreduce::run(float* payload, size_t count, DType wire, double*
       scalars[i] += incoming_scalars_[i];
   }
   // The owner keeps what the others will receive, so every rank ends with the same bits.
-  const Chunk owned = chunk(wrap(rank_ + 1, size_), count);
+  const Chunk owned = chunk(wrap(rank + 1, size), count);
   if (wire == DType::bf16) {
     for (size_t i = owned.begin; i < owned.begin + owned.count; ++i) {
       payload[i] = bf16_to_float(float_to_bf16(payload[i]));
     }
   }
   // All-gather: pass the reduced chunks round the ring.
-  for (int s = 0; s + 1 < size_; ++s) {
-    const size_t send = wrap(rank_ + 1 - s, size_);
-    const size_t recv = wrap(rank_ - s, size_);
+  for (int s = 0; s + 1 < size; ++s) {
+    const size_t send = wrap(rank + 1 - s, size);
+    const size_t recv = wrap(rank - s, size);
     // Straight into place: the owner's value overwrites the partial sum here.
     watch_step("all-gather", s);
     exchange(payload, count, wire, scalars, k, send, recv, payload + chunk(recv, count).begin);

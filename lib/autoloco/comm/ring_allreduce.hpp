@@ -1,12 +1,10 @@
-// The inter-dc all-reduce: a ring over MPI point-to-point messages (reduce-scatter, then
-// all-gather), as NCCL and the WAN model's cost formula assume. Each of the G ranks sends
-// 2 (G - 1) / G of the payload. Messages carry floats in the wire dtype (fp32 or bf16); every
-// partial sum is accumulated in fp32, and each chunk's final value is computed once, by its
-// owner, so every rank ends with the same bits. The round's scalars ride as doubles with chunk
-// 0 on its way round the ring.
+// The inter-dc all-reduce: a ring over point-to-point messages (reduce-scatter, then
+// all-gather; over MPI or TCP: peer_exchange.hpp), as NCCL and the WAN model's cost formula assume.
+// Each of the G ranks sends 2 (G - 1) / G of the payload. Messages carry floats in the wire dtype
+// (fp32 or bf16); every partial sum is accumulated in fp32, and each chunk's final value is
+// computed once, by its owner, so every rank ends with the same bits. The round's scalars ride as
+// doubles with chunk 0 on its way round the ring.
 #pragma once
-
-#include <mpi.h>
 
 #include <cstddef>
 #include <vector>
@@ -14,13 +12,15 @@
 #include "autoloco/comm/chunks.hpp"
 #include "autoloco/comm/communicator.hpp"
 #include "autoloco/comm/link_traffic.hpp"
-#include "autoloco/comm/patient_wait.hpp"
+#include "autoloco/comm/peer_exchange.hpp"
 
 namespace autoloco {
 
 class RingAllreduce {
  public:
-  explicit RingAllreduce(MPI_Comm comm);
+  // Over `peers` (which must outlive it; its rank and size are read at each run, so a group
+  // that changes between runs is followed).
+  explicit RingAllreduce(PeerExchange& peers) : peers_(&peers) {}
 
   // In place: payload (count floats) and scalars (k doubles) become their sums over the ranks.
   // With a bf16 wire the result is rounded to bf16 (held in the floats). Returns the traffic,
@@ -29,12 +29,9 @@ class RingAllreduce {
   // The traffic of run() on this rank, computed without running it.
   LinkTraffic traffic(size_t count, DType wire, size_t k) const;
 
-  // How each exchange waits for its messages (patient on the communication thread).
-  void set_wait_policy(const WaitPolicy& policy) { policy_ = policy; }
-
  private:
   Chunk chunk(size_t c, size_t count) const {
-    return chunk_of(c, count, static_cast<size_t>(size_));
+    return chunk_of(c, count, static_cast<size_t>(peers_->size()));
   }
   // Bytes of the message that carries chunk c (the scalars ride with chunk 0).
   size_t message_bytes(size_t c, size_t count, DType wire, size_t k) const;
@@ -45,12 +42,7 @@ class RingAllreduce {
   // Tells the watchdog where the ring is: `phase` step s of the G - 1, and its neighbours.
   void watch_step(const char* phase, int s) const;
 
-  MPI_Comm comm_;
-  int rank_ = 0;
-  int size_ = 1;
-  int left_world_ = 0;  // the neighbours' world ranks, for the watchdog's message
-  int right_world_ = 0;
-  WaitPolicy policy_;
+  PeerExchange* peers_;
   int64_t sent_ = 0;
   std::vector<std::byte> send_buffer_;
   std::vector<std::byte> recv_buffer_;

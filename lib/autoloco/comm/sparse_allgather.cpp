@@ -3,9 +3,6 @@
 #include <algorithm>
 #include <cstring>
 
-#include "autoloco/comm/mpi_count.hpp"
-#include "autoloco/util/mpi_check.hpp"
-
 namespace autoloco {
 namespace {
 
@@ -13,28 +10,23 @@ constexpr int kSparseTag = 7304;
 
 }  // namespace
 
-SparseAllgather::SparseAllgather(MPI_Comm comm) : comm_(comm) {
-  AUTOLOCO_MPI(MPI_Comm_rank(comm_, &rank_));
-  AUTOLOCO_MPI(MPI_Comm_size(comm_, &size_));
-}
-
 LinkTraffic SparseAllgather::traffic(size_t count, const SparseCodec& codec, size_t k) const {
   LinkTraffic t;
-  if (size_ <= 1) return t;
+  if (peers_->size() <= 1) return t;
   // Every rank encodes as many values, so every message has the same size.
   const auto message = static_cast<int64_t>(codec.encoded_bytes(count) + k * sizeof(double));
-  const auto peers = static_cast<int64_t>(size_ - 1);
+  const auto peers = static_cast<int64_t>(peers_->size() - 1);
   t.sent_bytes = peers * message;
   t.phases = 1;
   t.critical_bytes = peers * message;
-  t.all_bytes = static_cast<int64_t>(size_) * peers * message;
+  t.all_bytes = static_cast<int64_t>(peers_->size()) * peers * message;
   return t;
 }
 
 LinkTraffic SparseAllgather::run(float* payload, size_t count, const SparseCodec& codec,
                                  double* scalars, size_t k, uint64_t stream, float* residual) {
-  const auto g = static_cast<size_t>(size_);
-  const auto me = static_cast<size_t>(rank_);
+  const auto g = static_cast<size_t>(peers_->size());
+  const auto me = static_cast<size_t>(peers_->rank());
   const size_t encoded = codec.encoded_bytes(count);
   const size_t scalar_bytes = k * sizeof(double);
   in_.resize(g);
@@ -64,22 +56,17 @@ LinkTraffic SparseAllgather::run(float* payload, size_t count, const SparseCodec
 }
 
 void SparseAllgather::exchange(size_t bytes) {
-  const auto g = static_cast<size_t>(size_);
-  const auto me = static_cast<size_t>(rank_);
-  const int n = mpi_count(bytes, "inter-dc sparse all-gather");
-  std::vector<MPI_Request> requests;
-  requests.reserve(2 * g);
+  const auto g = static_cast<size_t>(peers_->size());
+  const auto me = static_cast<size_t>(peers_->rank());
+  std::vector<PeerExchange::Send> sends;
+  std::vector<PeerExchange::Recv> recvs;
   for (size_t r = 0; r < g; ++r) {
     if (r == me) continue;
     in_[r].resize(bytes);
-    requests.emplace_back();
-    AUTOLOCO_MPI(MPI_Irecv(in_[r].data(), n, MPI_BYTE, static_cast<int>(r), kSparseTag, comm_,
-                           &requests.back()));
-    requests.emplace_back();
-    AUTOLOCO_MPI(MPI_Isend(in_[me].data(), n, MPI_BYTE, static_cast<int>(r), kSparseTag, comm_,
-                           &requests.back()));
+    recvs.push_back({static_cast<int>(r), in_[r].data(), bytes});
+    sends.push_back({static_cast<int>(r), in_[me].data(), bytes});
   }
-  wait_all(requests.data(), static_cast<int>(requests.size()), policy_);
+  peers_->exchange(sends, recvs, kSparseTag);
 }
 
 }  // namespace autoloco

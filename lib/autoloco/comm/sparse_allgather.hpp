@@ -5,21 +5,20 @@
 // bits from the same bytes; each sends G - 1 copies of its encoding, in one phase.
 #pragma once
 
-#include <mpi.h>
-
 #include <cstddef>
 #include <cstdint>
 #include <vector>
 
 #include "autoloco/comm/link_traffic.hpp"
-#include "autoloco/comm/patient_wait.hpp"
+#include "autoloco/comm/peer_exchange.hpp"
 #include "autoloco/comm/sparse_codec.hpp"
 
 namespace autoloco {
 
 class SparseAllgather {
  public:
-  explicit SparseAllgather(MPI_Comm comm);
+  // Over `peers` (which must outlive it; its rank and size are read at each run).
+  explicit SparseAllgather(PeerExchange& peers) : peers_(&peers) {}
 
   // In place: payload (count floats) and scalars (k doubles) become their sums over the ranks,
   // each rank's payload taken as its sparse encoding. `stream` seeds stochastic rounding (mixed
@@ -32,15 +31,10 @@ class SparseAllgather {
   // The bytes every rank received in the last run, rank by rank (every rank holds the same).
   const std::vector<std::vector<std::byte>>& received() const { return in_; }
 
-  void set_wait_policy(const WaitPolicy& policy) { policy_ = policy; }
-
  private:
   void exchange(size_t bytes);
 
-  MPI_Comm comm_;
-  int rank_ = 0;
-  int size_ = 1;
-  WaitPolicy policy_;
+  PeerExchange* peers_;
   std::vector<std::vector<std::byte>> in_;  // per rank, this rank's own included
 };
 

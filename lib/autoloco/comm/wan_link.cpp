@@ -20,14 +20,22 @@ double WanModel::seconds(const LinkTraffic& t) const {
 }
 
 WanLink::WanLink(MpiCommunicator& inter, WanModel model)
-    : ring_(inter.handle()), compressed_(inter.handle()), sparse_(inter.handle()), model_(model) {
+    : owned_(std::make_unique<MpiPeerExchange>(inter.handle())),
+      peers_(owned_.get()),
+      ring_(*peers_),
+      compressed_(*peers_),
+      sparse_(*peers_),
+      model_(model) {
   model_.dcs = inter.size();
 }
 
+WanLink::WanLink(PeerExchange& peers, WanModel model)
+    : peers_(&peers), ring_(peers), compressed_(peers), sparse_(peers), model_(model) {
+  model_.dcs = peers.size();
+}
+
 void WanLink::set_wait_policy(const WaitPolicy& policy) {
-  ring_.set_wait_policy(policy);
-  compressed_.set_wait_policy(policy);
-  sparse_.set_wait_policy(policy);
+  if (owned_) owned_->set_wait_policy(policy);
   cancel_ = policy.cancel;
 }
 
@@ -54,6 +62,9 @@ void WanLink::allreduce(float* payload, size_t count, const WireCodec& codec, do
     throw CommError(
         "internal: error feedback needs a block format (fp8, int8, int4, int2, e3m0) or top-k");
   }
+  // A stripe's group changes with the quorum (the elastic mode); an MPI group never does, and
+  // then the model is not written here at all (the main thread reads it meanwhile).
+  if (model_.dcs != peers_->size()) model_.dcs = peers_->size();
   if (model_.dcs <= 1) return;
   Timer timer;
   LinkTraffic t;

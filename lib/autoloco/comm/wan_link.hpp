@@ -12,11 +12,14 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 
 #include "autoloco/comm/compressed_allreduce.hpp"
 #include "autoloco/comm/link_traffic.hpp"
 #include "autoloco/comm/mpi_communicator.hpp"
+#include "autoloco/comm/mpi_peer_exchange.hpp"
 #include "autoloco/comm/packed_message.hpp"
+#include "autoloco/comm/peer_exchange.hpp"
 #include "autoloco/comm/ring_allreduce.hpp"
 #include "autoloco/comm/sparse_allgather.hpp"
 #include "autoloco/comm/wire_format.hpp"
@@ -50,6 +53,9 @@ class WanLink {
  public:
   // `inter` connects this rank with the ranks of the other dcs that share its member index.
   WanLink(MpiCommunicator& inter, WanModel model);
+  // The same over any transport (the elastic mode's stripe; it must outlive the link). The
+  // number of dcs follows the group's size at each all-reduce.
+  WanLink(PeerExchange& peers, WanModel model);
 
   // The all-reduce across dcs: the payload in the codec's format, the scalars as doubles in the
   // same messages (ring_allreduce.hpp, compressed_allreduce.hpp; a sparse codec's
@@ -94,6 +100,8 @@ class WanLink {
   void restore(const WanCounters& c);
 
  private:
+  std::unique_ptr<MpiPeerExchange> owned_;  // built from an MPI communicator
+  PeerExchange* peers_;
   RingAllreduce ring_;
   CompressedAllreduce compressed_;
   SparseAllgather sparse_;
