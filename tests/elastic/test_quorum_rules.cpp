@@ -163,10 +163,11 @@ TEST_CASE("quorum: a dc not at the boundary by the deadline is left out, then he
   const Outgoing* status = find(out, conn_of(2, 0), "status");
   REQUIRE(status != nullptr);
   CHECK(status->message.text("action") == "heal");
-  // At the next boundary it is healed from a member of the quorum.
+  // At the next boundary it is healed from a member of the quorum, after the commit.
   lh.state(0, 1, "h1", 12.1);
   lh.state(1, 1, "h1", 12.1);
-  lh.ready(0, 2, 13.0);
+  out = lh.ready(0, 2, 13.0);
+  CHECK(find(out, conn_of(0, 0), "serve") == nullptr);
   out = lh.ready(1, 2, 13.0);
   q = find(out, conn_of(0, 0), "quorum");
   REQUIRE(q != nullptr);
@@ -268,28 +269,54 @@ TEST_CASE("quorum: a late dc is healed from a live member and then takes part", 
   // A new dc (or a restarted one from an older checkpoint) is behind: it waits to be healed.
   auto out = lh.join(2, 2, 2.5, /*committed=*/0, "h0");
   CHECK(find(out, conn_of(2, 0), "status")->message.text("action") == "heal");
+  // The quorum goes without the joiner (a joiner contributes nothing to the average) and heals
+  // it after its commit.
   lh.ready(0, 3, 3.0);
   out = lh.ready(1, 3, 3.0);
   const Outgoing* q = find(out, conn_of(0, 0), "quorum");
   REQUIRE(q != nullptr);
-  CHECK(q->message.text("members") == "0,1");  // a joiner contributes nothing to the average
+  CHECK(q->message.text("members") == "0,1");
   CHECK(q->message.text("heals") == "2<0");
   CHECK(q->message.text("ep.2") == "10.0.0.2:29500,10.0.0.2:29501");
   const Outgoing* heal = find(out, conn_of(2, 0), "heal");
   REQUIRE(heal != nullptr);
+  CHECK(heal->message.integer("round") == 3);
   const int64_t id = q->message.integer("quorum");
   lh.result(0, id, true, 3.1);
   lh.result(1, id, true, 3.1);
   lh.state(0, 3, "h3", 3.2);
   lh.state(1, 3, "h3", 3.2);
   lh.state(2, 3, "h3", 3.3);  // healed: the same state
-  // From the next round on it is a member.
+  // From the next round on it is a member: it computed a round of its own.
   lh.ready(0, 4, 4.0);
   lh.ready(1, 4, 4.0);
   out = lh.ready(2, 4, 4.0);
   q = find(out, conn_of(0, 0), "quorum");
   REQUIRE(q != nullptr);
   CHECK(q->message.text("members") == "0,1,2");
+}
+
+TEST_CASE("quorum: a joiner healed while the round waits for elastic.min_dcs makes the round",
+          "[elastic]") {
+  QuorumSettings s;
+  s.min_dcs = 2;
+  Lighthouse lh(s);
+  lh.join(0, 1, 0.0);
+  lh.join(1, 1, 0.0);
+  lh.round({0, 1}, 1, 1.0, "h1");
+  lh.rules.on_closed(conn_of(1, 0), 1.5);  // dc 1 dies
+  auto out = lh.ready(0, 2, 2.0);
+  CHECK(find(out, conn_of(0, 0), "quorum") == nullptr);  // one dc: short of min_dcs
+  // dc 1 restarts from round 0: dc 0, waiting at the boundary, heals it at once.
+  out = lh.join(1, 1, 3.0, 0, "h0", "restarted");
+  REQUIRE(find(out, conn_of(1, 0), "status") != nullptr);
+  REQUIRE(find(out, conn_of(0, 0), "serve") != nullptr);
+  REQUIRE(find(out, conn_of(1, 0), "heal") != nullptr);
+  lh.state(1, 1, "h1", 3.5);
+  out = lh.ready(1, 2, 4.0);
+  const Outgoing* q = find(out, conn_of(0, 0), "quorum");
+  REQUIRE(q != nullptr);
+  CHECK(q->message.text("members") == "0,1");
 }
 
 TEST_CASE("quorum: a dc whose state hash differs after a round is healed again", "[elastic]") {

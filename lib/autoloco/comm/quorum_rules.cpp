@@ -39,9 +39,11 @@ void QuorumRules::send_all_members(const Dc& dc, const ControlMessage& m) {
     send(dc, i, m);
 }
 
-void QuorumRules::refuse(ConnId conn, const std::string& reason) {
+void QuorumRules::refuse(ConnId conn, const std::string& reason, bool retry) {
   ControlMessage m("refused");
   m.set("reason", reason);
+  // A restart that raced its old launch's heartbeat timeout tries again; anything else is final.
+  if (retry) m.set("retry", int64_t{1});
   out_.push_back({conn, std::move(m), true});
   log_("refused a client: " + reason);
 }
@@ -120,9 +122,11 @@ std::vector<Outgoing> QuorumRules::on_hello(ConnId conn, const ControlMessage& h
       return m.conn >= 0 && now - m.last_heard <= settings_.heartbeat_timeout_s;
     });
     if (alive) {
-      refuse(conn, fmt::format("dc {} is live (another launch with elastic.dc={}?); a restarted "
-                               "dc is let in once the old one is gone",
-                               id, id));
+      refuse(conn,
+             fmt::format("dc {} is live (another launch with elastic.dc={}?); a restarted dc is "
+                         "let in once the old one is gone",
+                         id, id),
+             /*retry=*/true);
       return take();
     }
     drop_dc(static_cast<int>(id), "replaced by a new launch of it", now);
@@ -252,10 +256,10 @@ void QuorumRules::drop_dc(int id, const std::string& reason, double now) {
           heals.end());
     }
   }
-  const bool was_live = dc.phase != Phase::kConnecting;
+  for (auto& [round, hashes] : reported_hashes_)
+    hashes.erase(id);
   dcs_.erase(it);
   log_(fmt::format("dc {} left: {} ({} live)", id, reason, live_dcs().size()));
-  (void)was_live;
   (void)now;
 }
 
@@ -288,6 +292,16 @@ void QuorumRules::commit_in_flight() {
   in_flight_.reset();
   first_ready_at_.reset();
   committed_ = f.round;
+  // Only what the dcs report from now on counts for this round (a dc of an earlier run, or a
+  // lighthouse that saw this round number before, left nothing that could outvote them).
+  reported_hashes_[f.round].clear();
+  // Keep the last few rounds below this one; rounds above it are of an earlier history (a dc of
+  // a previous run, or one that carried on alone) and must not vote.
+  for (auto it = reported_hashes_.begin(); it != reported_hashes_.end();) {
+    const bool keep =
+        it->first <= f.round && it->first > f.round - static_cast<int64_t>(kKeptHashRounds);
+    it = keep ? std::next(it) : reported_hashes_.erase(it);
+  }
   ControlMessage commit("commit");
   commit.set("quorum", f.id);
   commit.set("round", f.round);
@@ -347,7 +361,17 @@ void QuorumRules::try_issue(double now) {
   }
   if (ready.empty()) return;
   if (!first_ready_at_) first_ready_at_ = now;
-  if (static_cast<int>(ready.size()) < settings_.min_dcs) {
+  const bool enough = static_cast<int>(ready.size()) >= settings_.min_dcs;
+  const bool due =
+      ready.size() == up.size() || now - *first_ready_at_ >= settings_.round_deadline_s;
+  // Joiners are healed after the next quorum's commit, with its state. Short of
+  // elastic.min_dcs that quorum may need them: then a dc waiting at the boundary, which holds
+  // the committed state, heals them at once.
+  if (!joiners.empty() && !enough) {
+    serve_joiners(ready, joiners);
+    joiners.clear();
+  }
+  if (!enough) {
     if (now - last_wait_log_ >= 10.0) {
       log_(fmt::format("round {} waits for elastic.min_dcs {}: dcs {} at the boundary, {} live",
                        committed_ + 1, settings_.min_dcs, join_ids(ready), live_dcs().size()));
@@ -355,8 +379,7 @@ void QuorumRules::try_issue(double now) {
     }
     return;
   }
-  const bool all = ready.size() == up.size();
-  if (!all && now - *first_ready_at_ < settings_.round_deadline_s) return;
+  if (!due) return;
 
   InFlight f;
   f.id = next_id_++;
@@ -406,6 +429,36 @@ void QuorumRules::try_issue(double now) {
                    heals.empty() ? "" : "; heals (joiner<source): " + heals));
 }
 
+void QuorumRules::serve_joiners(const std::vector<int>& sources, const std::vector<int>& joiners) {
+  const int64_t id = next_id_++;
+  std::map<int, std::vector<int>> by_source;
+  for (size_t i = 0; i < joiners.size(); ++i) {
+    const int source = sources[i % sources.size()];
+    by_source[source].push_back(joiners[i]);
+    Dc& joiner = dcs_.at(joiners[i]);
+    joiner.phase = Phase::kHealing;
+    ControlMessage h("heal");
+    h.set("quorum", id);
+    h.set("round", committed_);
+    h.set("source", int64_t{source});
+    add_endpoints(h, {source});
+    send(joiner, 0, std::move(h));
+  }
+  for (const auto& [source, served] : by_source) {
+    std::string heals;
+    for (const int j : served)
+      heals += fmt::format("{}{}<{}", heals.empty() ? "" : ",", j, source);
+    ControlMessage m("serve");
+    m.set("quorum", id);
+    m.set("round", committed_);
+    m.set("heals", heals);
+    add_endpoints(m, served);
+    send(dcs_.at(source), 0, std::move(m));
+    log_(fmt::format("heal {}: dc {} sends its state of round {} to dc(s) {}", id, source,
+                     committed_, join_ids(served)));
+  }
+}
+
 void QuorumRules::on_ready(Dc& dc, const ControlMessage& m, double now) {
   const int64_t round = m.integer("round");
   if (dc.phase == Phase::kJoining || dc.phase == Phase::kHealing) return;  // it was told
@@ -437,11 +490,19 @@ void QuorumRules::on_state(Dc& dc, const ControlMessage& m) {
   const int64_t round = m.integer("committed");
   dc.committed = round;
   dc.hash = m.text("hash");
+  if (dc.phase == Phase::kHealing) {
+    if (round != committed_) {
+      // The run committed another round while it installed the state: heal it again.
+      mark_joining(dc,
+                   fmt::format("healed to round {}, the run is at round {}", round, committed_));
+      return;
+    }
+    dc.phase = Phase::kTraining;
+  }
+  // Only rounds the run may still compare: the last few up to the newest committed.
+  if (round > committed_ || round <= committed_ - static_cast<int64_t>(kKeptHashRounds)) return;
   auto& hashes = reported_hashes_[round];
   hashes[dc.id] = dc.hash;
-  while (reported_hashes_.size() > kKeptHashRounds)
-    reported_hashes_.erase(reported_hashes_.begin());
-  if (dc.phase == Phase::kHealing && round == committed_) dc.phase = Phase::kTraining;
   // Once every dc at this round reported, the ones that differ from the most common state are
   // healed again.
   size_t at_round = 0;

@@ -102,7 +102,7 @@ class QuorumRules {
   std::vector<Outgoing> out_;
   void send(const Dc& dc, int member, ControlMessage m, bool close = false);
   void send_all_members(const Dc& dc, const ControlMessage& m);
-  void refuse(ConnId conn, const std::string& reason);
+  void refuse(ConnId conn, const std::string& reason, bool retry = false);
 
   Dc* find_by_conn(ConnId conn, int* member);
   bool complete(const Dc& dc) const;
@@ -111,6 +111,9 @@ class QuorumRules {
   void abort_in_flight(const std::string& reason);
   void commit_in_flight();
   void try_issue(double now);
+  // Heals `joiners` from the dcs waiting at the boundary (`sources`), round-robin: "serve" to
+  // each source's member 0, "heal" to each joiner's.
+  void serve_joiners(const std::vector<int>& sources, const std::vector<int>& joiners);
   void on_ready(Dc& dc, const ControlMessage& m, double now);
   void on_result(Dc& dc, const ControlMessage& m);
   void on_state(Dc& dc, const ControlMessage& m);

@@ -74,7 +74,8 @@ class WanLink {
   // On the communication thread: patient waits, and a sleep that `policy.cancel` can cut short.
   void set_wait_policy(const WaitPolicy& policy);
 
-  int dcs() const { return model_.dcs; }
+  // The dcs in the group now (a stripe's changes with the quorum).
+  int dcs() const { return peers_->size(); }
   const WanModel& model() const { return model_; }
   // Bytes the whole dc handed to the link so far (members x this rank's messages).
   // The counters are written by whichever thread runs allreduce and may be read by the main

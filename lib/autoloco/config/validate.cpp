@@ -324,6 +324,56 @@ void validate_wan(const WanConfig& w) {
   require_one_of(w.mode, {"account", "sleep", "real"}, "wan.mode");
 }
 
+// The elastic mode: its keys, their nesting, and what it does not carry yet.
+void validate_elastic(const Config& c) {
+  const ElasticConfig& e = c.elastic;
+  if (!e.enabled()) return;
+  require(e.dcs >= 1, "elastic.dcs", "set how many dc ids the run has (e.g. elastic.dcs=4)");
+  require(e.dc >= 0 && e.dc < e.dcs, "elastic.dc",
+          fmt::format("this launch's dc id must be in 0..{} (elastic.dcs {}), got {}: launch "
+                      "with --set elastic.dc=K",
+                      e.dcs - 1, e.dcs, e.dc));
+  require(e.min_dcs >= 1 && e.min_dcs <= e.dcs, "elastic.min_dcs",
+          fmt::format("must be in 1..elastic.dcs ({}), got {}", e.dcs, e.min_dcs));
+  require(!e.key_file.empty(), "elastic.key_file",
+          "the elastic mode needs the key shared with the lighthouse (autoloco-lighthouse "
+          "--make-key FILE, then copy FILE to every site)");
+  require(e.port >= 0 && e.port <= 65535, "elastic.port",
+          fmt::format("must be a port number (0: any free one), got {}", e.port));
+  require_positive(e.heartbeat_s, "elastic.heartbeat_s");
+  // Nested timeouts: a dead peer is found by its heartbeat before an exchange gives up on it,
+  // and an exchange gives up before a dc gives up on the lighthouse.
+  require(e.heartbeat_timeout_s > e.heartbeat_s, "elastic.heartbeat_timeout_s",
+          fmt::format("must exceed elastic.heartbeat_s ({}), got {}", e.heartbeat_s,
+                      e.heartbeat_timeout_s));
+  require(e.collective_timeout_s > e.heartbeat_timeout_s, "elastic.collective_timeout_s",
+          fmt::format("must exceed elastic.heartbeat_timeout_s ({}), got {}", e.heartbeat_timeout_s,
+                      e.collective_timeout_s));
+  require(e.quorum_timeout_s > e.collective_timeout_s, "elastic.quorum_timeout_s",
+          fmt::format("must exceed elastic.collective_timeout_s ({}), got {}",
+                      e.collective_timeout_s, e.quorum_timeout_s));
+  require(e.round_deadline_s > 0 && e.round_deadline_s < e.quorum_timeout_s,
+          "elastic.round_deadline_s",
+          fmt::format("must be in (0, elastic.quorum_timeout_s = {}), got {}", e.quorum_timeout_s,
+                      e.round_deadline_s));
+  require(c.outer.method != "ddp", "outer.method",
+          "ddp synchronizes every step across dcs, which the elastic mode does not carry: use "
+          "diloco, or unset elastic.lighthouse");
+  // Not carried across a membership change yet: refused rather than silently wrong.
+  const auto not_yet = [](bool ok, const std::string& key, const std::string& what) {
+    require(ok, key,
+            what +
+                " is not carried across a change of the quorum yet (docs/elastic.md): unset "
+                "elastic.lighthouse to use it");
+  };
+  not_yet(c.outer.overlap_steps == 0, "outer.overlap_steps", "an overlapped sync");
+  not_yet(c.outer.fragments == 1, "outer.fragments", "a fragmented sync");
+  not_yet(c.batch.controller == "fixed", "batch.controller", "an adaptive batch");
+  not_yet(c.batch.instances == 1, "batch.instances", "more than one instance per dc");
+  not_yet(c.topology.shard == "none" || c.topology.ranks_per_dc == 1, "topology.shard",
+          "a sharded outer state");
+}
+
 void validate_ckpt(const CkptConfig& k) {
   require_non_negative(k.every_steps, "ckpt.every_steps");
   require_non_negative(k.every_minutes, "ckpt.every_minutes");
@@ -419,9 +469,14 @@ void validate(const Config& c) {
   validate_wan(c.wan);
   require_non_negative(c.comm.timeout_s, "comm.timeout_s");
   validate_ckpt(c.ckpt);
+  validate_elastic(c);
 }
 
 void validate_world(const Config& c, int world_size) {
+  require(!c.elastic.enabled() || world_size == c.topology.ranks_per_dc, "topology.ranks_per_dc",
+          fmt::format("with elastic.lighthouse each launch is one dc: launch ranks_per_dc ({}) "
+                      "ranks, not {}",
+                      c.topology.ranks_per_dc, world_size));
   require(world_size % c.topology.ranks_per_dc == 0, "topology.ranks_per_dc",
           fmt::format("the world size {} is not a multiple of {}: launch a multiple of "
                       "ranks_per_dc ranks or change the key",

@@ -8,6 +8,7 @@
 #include <fmt/ranges.h>
 
 #include <cstdint>
+#include <sstream>
 #include <string>
 #include <utility>
 
@@ -25,6 +26,21 @@ inline std::string param_table(const FlatParams& params) {
     out += fmt::format("{} [{}] {}\n", s.name, fmt::join(s.shape, ","), s.offset);
   }
   return out;
+}
+
+// The first line where two param_tables differ, said for a user ("" when they are equal): the
+// saved one is a checkpoint's (or a heal source's), `now` this run's.
+inline std::string first_difference(const std::string& saved, const std::string& now) {
+  std::istringstream a(saved), b(now);
+  std::string la, lb;
+  while (true) {
+    const bool more_a = static_cast<bool>(std::getline(a, la));
+    const bool more_b = static_cast<bool>(std::getline(b, lb));
+    if (!more_a && !more_b) return "";
+    if (!more_a) return fmt::format("this model has '{}' which the checkpoint lacks", lb);
+    if (!more_b) return fmt::format("the checkpoint has '{}' which this model lacks", la);
+    if (la != lb) return fmt::format("the checkpoint has '{}' where this model has '{}'", la, lb);
+  }
 }
 
 // Datasets of model instance `id` (batch.instances > 1): instance 0 keeps the names of a run

@@ -20,6 +20,7 @@ FragmentedOuter::FragmentedOuter(const Config& config, FlatParams& params,
     syncs_.push_back(std::make_unique<OuterSync>(config.outer, config.interval.H, params, plan_, p,
                                                  reducer, link, state_device,
                                                  static_cast<uint64_t>(config.run.seed), sharding));
+    if (config.elastic.enabled()) syncs_.back()->set_dc_slots(static_cast<int>(config.elastic.dcs));
   }
 }
 

@@ -258,11 +258,11 @@ void OuterSync::reduce(StagedRound& r) {
   const double weight = in.tokens / in.nominal_tokens;
   if (weight != 1.0) staging_.mul_(weight);
 
-  const int g = link_.dcs();
+  const int slots = dc_slots_ > 0 ? dc_slots_ : link_.dcs();
   std::vector<double>& scalars = r.scalars;
-  scalars.assign(message_scalars(g), 0.0);
+  scalars.assign(message_scalars(slots), 0.0);
   double* next_batch = scalars.data() + kNumScalars;
-  double* demand = next_batch + g;
+  double* demand = next_batch + slots;
   next_batch[in.dc] = in.next_batch;
   // NaN would poison the sum: a dc without an answer sends −1.
   demand[in.dc] = std::isnan(in.demand) ? -1.0 : in.demand;
@@ -321,10 +321,11 @@ RoundStats OuterSync::finish(const StagedRound& r) {
   s.round_s = scalars[kSeconds] / g;
   s.avg_delta_sq = whole_norm_sq(message(), sharding_.host);
   s.rho = RoundStats::agreement(g, s.effective_dcs, s.mean_delta_sq, s.avg_delta_sq);
+  const int slots = dc_slots_ > 0 ? dc_slots_ : g;
   const double* next_batch = scalars.data() + kNumScalars;
-  const double* demand = next_batch + g;
-  s.next_batch.assign(next_batch, next_batch + g);
-  for (int d = 0; d < g; ++d)
+  const double* demand = next_batch + slots;
+  s.next_batch.assign(next_batch, next_batch + slots);
+  for (int d = 0; d < slots; ++d)
     s.demand.push_back(demand[d] < 0.0 ? std::nan("") : demand[d]);
   s.link_s = r.link_s;
   if (link_.model().measured) s.measured_link_s = r.wall_s;

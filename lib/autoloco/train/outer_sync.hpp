@@ -136,6 +136,9 @@ class OuterSync {
   torch::Tensor& residual() { return residual_; }
   // Bytes of the buffers that a sync on another thread uses (staging, GPU snapshot).
   int64_t buffer_bytes() const;
+  // The elastic mode: the message's per-dc slots are the run's dc ids (elastic.dcs), while the
+  // dcs that take part (the link's group) change with the quorum. 0: the link's dcs.
+  void set_dc_slots(int slots) { dc_slots_ = slots; }
   OuterOptimizer& optimizer() { return *optimizer_; }
   const OuterOptimizer& optimizer() const { return *optimizer_; }
 
@@ -169,6 +172,7 @@ class OuterSync {
   OuterSharding sharding_;
   ShardSpan span_;
   std::unique_ptr<ReplicaExchange> exchange_;  // topology.shard full
+  int dc_slots_ = 0;
 };
 
 }  // namespace autoloco

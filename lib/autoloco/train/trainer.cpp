@@ -15,6 +15,7 @@
 #include "autoloco/optim/lr_schedule.hpp"
 #include "autoloco/optim/muon.hpp"
 #include "autoloco/train/device_placement.hpp"
+#include "autoloco/train/elastic_settings.hpp"
 #include "autoloco/train/full_shard.hpp"
 #include "autoloco/train/precision.hpp"
 #include "autoloco/util/error.hpp"
@@ -70,9 +71,20 @@ Trainer::Trainer(const Config& config, MPI_Comm world, TrainerOptions options)
   grad_comm_ =
       make_intra_dc_communicator(intra_mpi_->handle(), device_.is_cuda() ? device_.index() : -1);
   const auto& wan = config_.wan;
-  wan_ = std::make_unique<WanLink>(
-      *inter_mpi_, WanModel{wan.bandwidth_gbps, wan.latency_ms, wan.mode == "sleep", topo_.num_dcs,
-                            topo_.ranks_per_dc, wan.mode == "real"});
+  const WanModel model{wan.bandwidth_gbps, wan.latency_ms,     wan.mode == "sleep",
+                       topo_.num_dcs,      topo_.ranks_per_dc, wan.mode == "real"};
+  if (config_.elastic.enabled()) {
+    // This launch is one dc; the others are reached through the stripe (docs/elastic.md).
+    elastic_settings_ = elastic_settings(config_);
+    const bool speaks = topo_.member == 0;
+    elastic_ = std::make_unique<ElasticLink>(elastic_settings_, *intra_mpi_,
+                                             [speaks](const std::string& line) {
+                                               if (speaks) log::warn("{}", line);
+                                             });
+    wan_ = std::make_unique<WanLink>(elastic_->stripe(), model);
+  } else {
+    wan_ = std::make_unique<WanLink>(*inter_mpi_, model);
+  }
   reducer_ = std::make_unique<HierarchicalAllreduce>(*intra_mpi_, *wan_);
 
   // A directory of another model is refused before any work, on every rank.
@@ -88,7 +100,8 @@ Trainer::Trainer(const Config& config, MPI_Comm world, TrainerOptions options)
   check_same_tokenizer(train_data_->prepared(), val_data_->prepared());
   std::vector<size_t> subset;
   if (config_.data.partition == "by_shard") {
-    subset = shards_for_dc(train_data_->num_shards(), topo_.dc, topo_.num_dcs);
+    const int dcs = elastic_ ? static_cast<int>(config_.elastic.dcs) : topo_.num_dcs;
+    subset = shards_for_dc(train_data_->num_shards(), dc_id(), dcs);
   }
   HierarchicalAllreduce* across = !outer_method() && topo_.num_dcs > 1 ? reducer_.get() : nullptr;
   grad_sync_ =
@@ -141,7 +154,7 @@ void Trainer::build_instances(const std::vector<size_t>& shard_subset) {
     inst.id = id;
     inst.stream = std::make_unique<BatchStream>(
         *train_data_, config_.model.seq_len, config_.data.batch_size,
-        static_cast<uint64_t>(config_.run.seed), topo_.dc,
+        static_cast<uint64_t>(config_.run.seed), dc_id(),
         instance_stream_member(id, topo_.member, topo_.ranks_per_dc), shard_subset);
     if (id == 0) torch::manual_seed(static_cast<uint64_t>(config_.run.seed));
     inst.model = make_decoder(config_.model);
@@ -395,6 +408,7 @@ TrainSummary Trainer::train() {
   TrainSummary s;
   wall_.reset(resumed_wall_s_);
   since_checkpoint_.reset();
+  if (elastic_) elastic_begin();
   Timer interval;
   const auto& run = config_.run;
   while (!finished()) {

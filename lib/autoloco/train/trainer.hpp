@@ -15,6 +15,7 @@
 
 #include "autoloco/ckpt/manifest.hpp"
 #include "autoloco/comm/communicator.hpp"
+#include "autoloco/comm/elastic_link.hpp"
 #include "autoloco/comm/hierarchical_allreduce.hpp"
 #include "autoloco/comm/mpi_communicator.hpp"
 #include "autoloco/comm/placement.hpp"
@@ -162,6 +163,14 @@ class Trainer {
   BatchPlan batch_plan() const { return instances_[0].batch->plan(); }
   bool outer_method() const { return config_.outer.method != "ddp"; }
 
+  // This dc's id: elastic.dc in the elastic mode (where the MPI world is this dc alone), else
+  // its place in the world.
+  int dc_id() const { return elastic_settings_.dc >= 0 ? elastic_settings_.dc : topo_.dc; }
+  // The elastic mode: SHA-256 over the anchor, the outer optimizer's state, the interval
+  // controller's state and the round and step counters (what every dc must hold alike after a
+  // committed round), as hex. Every member of the dc calls it together.
+  std::string state_hash();
+
  private:
   // Counters of train() that a checkpoint keeps, so a resumed run logs and evaluates exactly as
   // the uninterrupted one.
@@ -247,6 +256,16 @@ class Trainer {
   // Fragment p's period (the round, with one fragment) ends with this step: its sync starts
   // (and, blocking, lands).
   void end_round(int64_t fragment, StepResult& r);
+  // trainer_elastic.cpp: the elastic mode's start (train, or be healed first), a round's end
+  // against the quorum (redone until a quorum commits it; nullopt when this dc was healed
+  // instead), and a heal's state out and in.
+  void elastic_begin();
+  std::optional<RoundStats> elastic_round(const RoundInput& in);
+  void elastic_heal(ElasticDecision d);
+  // After a committed round's counters: report the state hash, heal the joiners assigned here.
+  void elastic_committed();
+  std::string heal_state();
+  void install_heal(const std::string& bytes);
   // What this dc brings to fragment p's message; at a cycle's end (fragment 0) it also decides
   // the dc's next batches.
   RoundInput round_input(int64_t fragment);
@@ -289,6 +308,16 @@ class Trainer {
   std::unique_ptr<MpiCommunicator> intra_mpi_;  // host buffers inside the dc
   std::unique_ptr<MpiCommunicator> inter_mpi_;  // peers with the same member index
   std::unique_ptr<Communicator> grad_comm_;     // NCCL on GPUs, else intra_mpi_'s twin
+  ElasticSettings elastic_settings_;            // dc -1: not the elastic mode
+  std::unique_ptr<ElasticLink> elastic_;
+  // The last committed round's quorum and state hash (syncs.jsonl, summary.json).
+  ElasticDecision elastic_last_;
+  int elastic_attempts_ = 0;
+  std::string elastic_hash_;
+  int64_t elastic_heals_ = 0;
+  // The step and progress clock of the last commit (what a heal hands on).
+  int64_t elastic_commit_step_ = 0;
+  int64_t elastic_commit_progress_ = 0;
   std::unique_ptr<WanLink> wan_;
   std::unique_ptr<HierarchicalAllreduce> reducer_;
   StopAgreement stop_;

@@ -256,7 +256,7 @@ void Trainer::log_round(const RoundStats& s, const std::vector<int64_t>& batches
       .add("batch", batches)
       .add("next_batch", next_batch)
       .add("batch_demand", demand)
-      .add("inter_dc_bytes", s.dc_bytes * topo_.num_dcs)
+      .add("inter_dc_bytes", s.dc_bytes * (elastic_ ? s.dcs : topo_.num_dcs))
       .add("sent_bytes", s.sent_bytes)
       .add("link_s", s.clock_link_s())
       .add("model_link_s", s.link_s)
@@ -272,6 +272,14 @@ void Trainer::log_round(const RoundStats& s, const std::vector<int64_t>& batches
   if (s.fragment == 0) {
     for (const auto& [name, value] : controller_->decision())
       line.add(name, value);
+  }
+  if (elastic_) {
+    std::vector<int64_t> members(elastic_last_.members.begin(), elastic_last_.members.end());
+    line.add("dc", int64_t{dc_id()})
+        .add("quorum", elastic_last_.quorum)
+        .add("quorum_dcs", members)
+        .add("attempts", int64_t{elastic_attempts_})
+        .add("state_hash", elastic_hash_);
   }
   run_dir_->append_sync(line.add("landed_step", step_)
                             .add("sim_time_s", sim_seconds())
@@ -363,6 +371,14 @@ void Trainer::write_summary(const TrainSummary& s) {
           .add("flops_per_token", flops_per_token(config_.model))
           .add("tokens_per_s", static_cast<double>(s.tokens) / s.wall_s)
           .add("memory_per_rank", memory_json(s));
+  if (elastic_) {
+    summary.add("state_hash", elastic_hash_)
+        .add("elastic", JsonObject()
+                            .add("dc", int64_t{dc_id()})
+                            .add("dcs", config_.elastic.dcs)
+                            .add("lighthouse", config_.elastic.lighthouse)
+                            .add("heals", elastic_heals_));
+  }
   // The resume of this segment continued a checkpoint of another number of dcs.
   if (topology_change_.changed()) summary.add("topology_change", topology_change_.json());
   // The job segment that wrote it (segments.jsonl has every segment's start).

@@ -23,19 +23,6 @@ namespace autoloco {
 namespace fs = std::filesystem;
 namespace {
 
-std::string first_difference(const std::string& saved, const std::string& now) {
-  std::istringstream a(saved), b(now);
-  std::string la, lb;
-  while (true) {
-    const bool more_a = static_cast<bool>(std::getline(a, la));
-    const bool more_b = static_cast<bool>(std::getline(b, lb));
-    if (!more_a && !more_b) return "";
-    if (!more_a) return fmt::format("this model has '{}' which the checkpoint lacks", lb);
-    if (!more_b) return fmt::format("the checkpoint has '{}' which this model lacks", la);
-    if (la != lb) return fmt::format("the checkpoint has '{}' where this model has '{}'", la, lb);
-  }
-}
-
 // The config a checkpoint was written with. Its bytes passed their CRC-32, so one that this
 // autoloco cannot read (a key renamed or removed since) makes the checkpoint incompatible, not
 // damaged: an older checkpoint would not read either.

@@ -40,7 +40,7 @@ void Trainer::merge_two_instances(size_t i, size_t j) {
     log::info(
         "dc {}: after round {} instance {} (batch {}) merges into instance {} (batch {}); {} "
         "left",
-        topo_.dc, rounds_, instances_[j].id, instances_[j].batch->plan().batch, instances_[i].id,
+        dc_id(), rounds_, instances_[j].id, instances_[j].batch->plan().batch, instances_[i].id,
         instances_[i].batch->plan().batch, instances_.size() - 1);
   }
   merge_instances(instances_[i], instances_[j]);
@@ -68,7 +68,7 @@ RoundInput Trainer::round_input(int64_t fragment) {
   // that equal batches give weights of exactly 1.
   in.tokens = static_cast<double>(period.sequences) * sequence_tokens;
   in.nominal_tokens = static_cast<double>(initial_dc_batch_ * period.steps) * sequence_tokens;
-  in.dc = topo_.dc;
+  in.dc = dc_id();
   if (!cycle_end) {
     intra_mpi_->allreduce_sum(dc_sums.data(), dc_sums.size());
     in.loss = dc_sums[0] / topo_.ranks_per_dc;
@@ -110,13 +110,15 @@ void Trainer::end_round(int64_t fragment, StepResult& r) {
   if (auto late = sync_->flush(params())) on_round(*late, r);
   if (config_.interval.check_consistency && config_.outer.fragments > 1) check_sync_order(fragment);
   const RoundInput in = round_input(fragment);
-  std::optional<RoundStats> landed = sync_->end_round(params(), in, step_);
+  std::optional<RoundStats> landed =
+      elastic_ ? elastic_round(in) : sync_->end_round(params(), in, step_);
   schedule_.synced(fragment, step_);
   periods_[static_cast<size_t>(fragment)] = SyncPeriod{};
   periods_[static_cast<size_t>(fragment)].start_compute_s = compute_seconds();
   // No steps are left to overlap the run's last sync.
   if (!landed && finished()) landed = sync_->flush(params());
   if (landed) on_round(*landed, r);
+  if (landed && elastic_) elastic_committed();
 }
 
 void Trainer::on_round(const RoundStats& sync, StepResult& r) {
@@ -134,14 +136,19 @@ void Trainer::on_round(const RoundStats& sync, StepResult& r) {
     instances_[i].params->values().copy_(params().values());
   }
   last_round_batches_ = dc_batch_sequences();
-  for (size_t d = 0; d < dc_batches_.size(); ++d)
-    dc_batches_[d] = std::llround(s.next_batch[d]);
+  // The elastic mode runs fixed batches (validate.cpp), and its message's slots are dc ids.
+  if (!elastic_) {
+    for (size_t d = 0; d < dc_batches_.size(); ++d)
+      dc_batches_[d] = std::llround(s.next_batch[d]);
+  }
   ++rounds_;
   if (pending_merge_) merge_two_instances(pending_merge_->first, pending_merge_->second);
   pending_merge_.reset();
   h_per_round_.push_back(s.H);
   H_ = controller_->next_interval(s);
   if (config_.interval.check_consistency) check_round_consistency(s);
+  // After the counters and the next H: the state every dc of the quorum must now hold alike.
+  if (elastic_) elastic_hash_ = state_hash();
   log_round(sync, last_round_batches_);
   r.round = s;
 }
