@@ -27,6 +27,17 @@ std::string join_ids(const std::vector<int>& ids) {
   return s.empty() ? "none" : s;
 }
 
+// "J<S,..." (joiner < source) of a quorum, serve or decision message.
+std::vector<std::pair<int, int>> parse_heals(const std::string& csv) {
+  std::vector<std::pair<int, int>> heals;
+  for (const std::string& h : split_list(csv)) {
+    const size_t lt = h.find('<');
+    if (lt == std::string::npos) throw ProtocolError("malformed heal '" + h + "'");
+    heals.emplace_back(std::stoi(h.substr(0, lt)), std::stoi(h.substr(lt + 1)));
+  }
+  return heals;
+}
+
 // The ep.D fields of a lighthouse message (or of a decision).
 std::map<int, std::vector<Endpoint>> endpoints_of(const ControlMessage& m) {
   std::map<int, std::vector<Endpoint>> out;
@@ -85,11 +96,7 @@ ElasticDecision decode_decision(const ControlMessage& m) {
   d.quorum = m.integer("quorum");
   d.round = m.integer("round");
   d.members = parse_ids(m.text("members"));
-  for (const std::string& h : split_list(m.text("heals"))) {
-    const size_t lt = h.find('<');
-    if (lt == std::string::npos) throw ProtocolError("decision: malformed heal '" + h + "'");
-    d.heals.emplace_back(std::stoi(h.substr(0, lt)), std::stoi(h.substr(lt + 1)));
-  }
+  d.heals = parse_heals(m.text("heals"));
   d.source = static_cast<int>(m.integer("source"));
   d.reason = m.text("reason");
   d.endpoints = endpoints_of(m);
@@ -193,10 +200,7 @@ ElasticDecision ElasticLink::await_decision(int64_t round, bool joining) {
       d.quorum = m.integer("quorum");
       d.round = m.integer("round");
       d.members = parse_ids(m.text("members"));
-      for (const std::string& h : split_list(m.text("heals"))) {
-        const size_t lt = h.find('<');
-        d.heals.emplace_back(std::stoi(h.substr(0, lt)), std::stoi(h.substr(lt + 1)));
-      }
+      d.heals = parse_heals(m.text("heals"));
       d.endpoints = endpoints_of(m);
       if (d.round != round) {
         throw CommError(
@@ -211,10 +215,7 @@ ElasticDecision ElasticLink::await_decision(int64_t round, bool joining) {
       d.kind = ElasticDecision::Kind::serve;
       d.quorum = m.integer("quorum");
       d.round = m.integer("round");
-      for (const std::string& h : split_list(m.text("heals"))) {
-        const size_t lt = h.find('<');
-        d.heals.emplace_back(std::stoi(h.substr(0, lt)), std::stoi(h.substr(lt + 1)));
-      }
+      d.heals = parse_heals(m.text("heals"));
       d.endpoints = endpoints_of(m);
       return d;
     }
