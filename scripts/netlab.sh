@@ -8,6 +8,9 @@
 #   scripts/netlab.sh down                   removes everything `up` made
 #   scripts/netlab.sh status                 hosts, addresses and shaping
 #   scripts/netlab.sh exec HOST -- CMD...    runs CMD inside HOST (h0, NAME-h0, 0 or 10.77.0.1)
+#   scripts/netlab.sh cut HOST               partitions HOST from the lab: its link goes down at
+#                                            the bridge, so its packets vanish without a reset
+#   scripts/netlab.sh mend HOST              brings a cut HOST's link back up
 #   scripts/netlab.sh run --dcs G --ranks-per-dc R [--ranks-per-host K] [--no-tree-spawn]
 #                        [--open-mpi-defaults] [--mpi ARG]... -- CMD...
 #                                            mpirun from the lab's head node, dc d on host d
@@ -205,6 +208,17 @@ in_host() {
   exec ip netns exec "$ns" unshare --uts sh -c 'hostname "$0" && exec "$@"' "$host" "$@"
 }
 
+# A partition: the bridge's end of the host's link goes down. Nothing is refused or reset; the
+# host's connections simply stop carrying bytes, as when a site's uplink fails.
+cmd_link() {
+  local state=$1 ns
+  check_can_run
+  require_up
+  ns=$(host_ns "$2")
+  [[ $ns != "$(ns_bridge)" ]] || die "the head node has no link of its own to cut"
+  ip -n "$(ns_bridge)" link set "h${ns#"$name"-h}" "$state"
+}
+
 cmd_exec() {
   local ns
   ns=$(host_ns "$1")
@@ -310,7 +324,7 @@ forward() {
 
 main() {
   local verb=${1:-}
-  [[ -n $verb ]] || die "no command: up, down, status, shape, exec, run, with (see the top of $0)"
+  [[ -n $verb ]] || die "no command: up, down, status, shape, exec, cut, mend, run, with (see the top of $0)"
   shift
   # The agent's words are Open MPI's, passed on untouched.
   if [[ $verb == agent ]]; then
@@ -336,6 +350,8 @@ main() {
     status) cmd_status ;;
     shape) cmd_shape "$rate" ;;
     exec) [[ $# -ge 1 ]] || die "exec HOST -- CMD"; cmd_exec "$@" ;;
+    cut) [[ $# -eq 1 ]] || die "cut HOST"; cmd_link down "$1" ;;
+    mend) [[ $# -eq 1 ]] || die "mend HOST"; cmd_link up "$1" ;;
     run) cmd_run "$@" ;;
     with) [[ $# -ge 2 ]] || die "with N [--rate RATE] -- CMD"; cmd_with "$1" "$rate" "${@:2}" ;;
     *) die "unknown command '$verb': up, down, status, shape, exec, run, with, check" ;;

@@ -55,3 +55,18 @@ TEST_CASE("split_list splits on the separator and keeps empty items", "[elastic]
   CHECK(split_list("a") == std::vector<std::string>{"a"});
   CHECK(split_list("a,,b") == std::vector<std::string>{"a", "", "b"});
 }
+
+TEST_CASE("dc ids and heals go into a field and back; malformed ones are protocol errors",
+          "[elastic]") {
+  CHECK(join_ids({}) == "none");
+  CHECK(parse_ids("none").empty());
+  CHECK(parse_ids(join_ids({0, 2, 3})) == std::vector<int>{0, 2, 3});
+  const std::vector<std::pair<int, int>> heals = {{3, 0}, {4, 1}};
+  CHECK(join_heals(heals) == "3<0,4<1");
+  CHECK(parse_heals(join_heals(heals)) == heals);
+  CHECK(parse_heals("").empty());
+  for (const char* bad : {"1,x", "-1", "1,,2", "12345678901"})
+    CHECK_THROWS_AS(parse_ids(bad), ProtocolError);
+  for (const char* bad : {"3", "3<", "<0", "3<0<1", "a<b"})
+    CHECK_THROWS_AS(parse_heals(bad), ProtocolError);
+}

@@ -175,4 +175,44 @@ std::vector<std::string> split_list(std::string_view s, char sep) {
   return out;
 }
 
+std::string join_ids(const std::vector<int>& ids) {
+  std::string s;
+  for (size_t i = 0; i < ids.size(); ++i)
+    s += (i ? "," : "") + std::to_string(ids[i]);
+  return s.empty() ? "none" : s;
+}
+
+std::vector<int> parse_ids(const std::string& text) {
+  std::vector<int> ids;
+  if (text == "none") return ids;
+  for (const std::string& s : split_list(text)) {
+    const bool digits =
+        !s.empty() && s.size() <= 9 && s.find_first_not_of("0123456789") == std::string::npos;
+    if (!digits) throw ProtocolError("malformed dc id '" + s + "' in '" + text + "'");
+    ids.push_back(std::stoi(s));
+  }
+  return ids;
+}
+
+std::string join_heals(const std::vector<std::pair<int, int>>& heals) {
+  std::string s;
+  for (const auto& [joiner, source] : heals)
+    s += (s.empty() ? "" : ",") + std::to_string(joiner) + "<" + std::to_string(source);
+  return s;
+}
+
+std::vector<std::pair<int, int>> parse_heals(const std::string& text) {
+  std::vector<std::pair<int, int>> heals;
+  for (const std::string& h : split_list(text)) {
+    const size_t lt = h.find('<');
+    const std::vector<int> joiner = parse_ids(h.substr(0, lt == std::string::npos ? 0 : lt));
+    const std::vector<int> source = parse_ids(h.substr(lt == std::string::npos ? 0 : lt + 1));
+    if (joiner.size() != 1 || source.size() != 1) {
+      throw ProtocolError("malformed heal '" + h + "'");
+    }
+    heals.emplace_back(joiner[0], source[0]);
+  }
+  return heals;
+}
+
 }  // namespace autoloco

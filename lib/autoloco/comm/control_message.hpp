@@ -57,5 +57,12 @@ class ControlMessage {
 
 // Splits "a,b,c" (empty: none).
 std::vector<std::string> split_list(std::string_view s, char sep = ',');
+// dc ids as a field's value, "0,2,3", or "none" for no dc; and back (ProtocolError when one is
+// not a number).
+std::string join_ids(const std::vector<int>& ids);
+std::vector<int> parse_ids(const std::string& text);
+// Heals as a field's value, "J<S,..." (joiner J heals from source S); and back.
+std::string join_heals(const std::vector<std::pair<int, int>>& heals);
+std::vector<std::pair<int, int>> parse_heals(const std::string& text);
 
 }  // namespace autoloco

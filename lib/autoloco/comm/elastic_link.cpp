@@ -12,32 +12,6 @@
 namespace autoloco {
 namespace {
 
-std::vector<int> parse_ids(const std::string& csv) {
-  std::vector<int> ids;
-  if (csv == "none") return ids;
-  for (const std::string& s : split_list(csv))
-    ids.push_back(std::stoi(s));
-  return ids;
-}
-
-std::string join_ids(const std::vector<int>& ids) {
-  std::string s;
-  for (size_t i = 0; i < ids.size(); ++i)
-    s += (i ? "," : "") + std::to_string(ids[i]);
-  return s.empty() ? "none" : s;
-}
-
-// "J<S,..." (joiner < source) of a quorum, serve or decision message.
-std::vector<std::pair<int, int>> parse_heals(const std::string& csv) {
-  std::vector<std::pair<int, int>> heals;
-  for (const std::string& h : split_list(csv)) {
-    const size_t lt = h.find('<');
-    if (lt == std::string::npos) throw ProtocolError("malformed heal '" + h + "'");
-    heals.emplace_back(std::stoi(h.substr(0, lt)), std::stoi(h.substr(lt + 1)));
-  }
-  return heals;
-}
-
 // The ep.D fields of a lighthouse message (or of a decision).
 std::map<int, std::vector<Endpoint>> endpoints_of(const ControlMessage& m) {
   std::map<int, std::vector<Endpoint>> out;
@@ -46,7 +20,9 @@ std::map<int, std::vector<Endpoint>> endpoints_of(const ControlMessage& m) {
     std::vector<Endpoint> eps;
     for (const std::string& e : split_list(v))
       eps.push_back(Endpoint::parse(e, "the lighthouse's endpoint of dc " + k.substr(3)));
-    out[std::stoi(k.substr(3))] = eps;
+    const std::vector<int> dc = parse_ids(k.substr(3));
+    if (dc.size() != 1) throw ProtocolError("malformed endpoint field '" + k + "'");
+    out[dc[0]] = eps;
   }
   return out;
 }
@@ -71,10 +47,7 @@ ControlMessage encode_decision(const ElasticDecision& d) {
   m.set("quorum", d.quorum);
   m.set("round", d.round);
   m.set("members", join_ids(d.members));
-  std::string heals;
-  for (const auto& [j, s] : d.heals)
-    heals += fmt::format("{}{}<{}", heals.empty() ? "" : ",", j, s);
-  m.set("heals", heals);
+  m.set("heals", join_heals(d.heals));
   m.set("source", int64_t{d.source});
   m.set("reason", d.reason);
   for (const auto& [dc, eps] : d.endpoints) {

@@ -14,15 +14,6 @@ namespace {
 // gone.
 constexpr double kFrameSeconds = 10.0;
 
-std::string local_address_of(const Socket& s) {
-  sockaddr_in addr{};
-  socklen_t len = sizeof(addr);
-  if (::getsockname(s.fd(), reinterpret_cast<sockaddr*>(&addr), &len) != 0) return "127.0.0.1";
-  char host[INET_ADDRSTRLEN] = {};
-  ::inet_ntop(AF_INET, &addr.sin_addr, host, sizeof(host));
-  return host;
-}
-
 }  // namespace
 
 QuorumClient::QuorumClient(QuorumClientOptions options, int64_t committed, std::string hash,
@@ -52,7 +43,7 @@ bool QuorumClient::connect_and_hello(Deadline deadline) {
     try {
       socket_ =
           connect_tcp(options_.lighthouse, std::min(deadline, deadline_in(kFrameSeconds)), &stop_);
-      local_address_ = local_address_of(socket_);
+      local_address_ = local_host(socket_);
       ControlMessage hello("hello");
       hello.set("dc", int64_t{options_.dc});
       hello.set("member", int64_t{options_.member});

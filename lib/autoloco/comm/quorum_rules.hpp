@@ -1,8 +1,9 @@
 // The lighthouse's decisions (docs/elastic.md): which dcs are live, which take part in each
 // round (the quorum), whether a round is committed by all of its quorum or by none, and who
 // heals whom. Pure: messages in, messages out, time passed in, so every rule is tested without
-// sockets or clocks (tests/unit/test_quorum_rules.cpp). The lighthouse's server
-// (lighthouse_server.hpp) feeds it what its connections receive and sends what it returns.
+// sockets or clocks (tests/elastic/test_quorum_rules.cpp); quorum_rules.cpp has the members,
+// quorum_rounds.cpp the rounds. The lighthouse's server (lighthouse_server.hpp) feeds it what its
+// connections receive and sends what it returns.
 //
 // It keeps nothing that the dcs cannot tell a restarted lighthouse again: each dc's hello
 // carries its committed round and state hash, and a dc that loses the lighthouse in the

@@ -201,13 +201,28 @@ Socket connect_tcp(const Endpoint& to, Deadline deadline, const Wakeup* wake) {
   return s;
 }
 
+namespace {
+
+std::string host_of(const sockaddr_in& addr) {
+  char host[INET_ADDRSTRLEN] = {};
+  ::inet_ntop(AF_INET, &addr.sin_addr, host, sizeof(host));
+  return host;
+}
+
+}  // namespace
+
 std::string peer_address(const Socket& s) {
   sockaddr_in addr{};
   socklen_t len = sizeof(addr);
   if (::getpeername(s.fd(), reinterpret_cast<sockaddr*>(&addr), &len) != 0) return "?";
-  char host[INET_ADDRSTRLEN] = {};
-  ::inet_ntop(AF_INET, &addr.sin_addr, host, sizeof(host));
-  return fmt::format("{}:{}", host, ntohs(addr.sin_port));
+  return fmt::format("{}:{}", host_of(addr), ntohs(addr.sin_port));
+}
+
+std::string local_host(const Socket& s) {
+  sockaddr_in addr{};
+  socklen_t len = sizeof(addr);
+  if (::getsockname(s.fd(), reinterpret_cast<sockaddr*>(&addr), &len) != 0) return "127.0.0.1";
+  return host_of(addr);
 }
 
 void write_all(const Socket& s, const void* data, size_t bytes, Deadline deadline,

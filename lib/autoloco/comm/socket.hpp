@@ -83,6 +83,8 @@ Socket accept_tcp(const Socket& listener);
 Socket connect_tcp(const Endpoint& to, Deadline deadline, const Wakeup* wake = nullptr);
 // "ADDRESS:PORT" of the other end (for logs).
 std::string peer_address(const Socket& s);
+// The address of this end ("10.0.0.3"): what the host's route to the peer goes out from.
+std::string local_host(const Socket& s);
 
 // Blocking over a non-blocking socket: everything, or PeerLost / PeerTimeout / WaitInterrupted.
 // `what` names the peer in the error.

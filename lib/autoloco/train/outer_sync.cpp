@@ -241,6 +241,7 @@ void OuterSync::reduce(StagedRound& r) {
               late);
     std::this_thread::sleep_for(std::chrono::duration<double>(late));
   }
+  FaultPlan::from_env().at_sync(in.dc, in.round);
   const Watch watch("the inter-dc all-reduce");
   await_staging();
   // Sharded, the members' parts of ‖Δ_i‖² are summed over the reducer's own communicator (this

@@ -313,6 +313,7 @@ class Trainer {
   // The last committed round's quorum and state hash (syncs.jsonl, summary.json).
   ElasticDecision elastic_last_;
   int elastic_attempts_ = 0;
+  double elastic_boundary_s_ = 0.0;  // the last round's wait at its boundary, ready to commit
   std::string elastic_hash_;
   int64_t elastic_heals_ = 0;
   // The step and progress clock of the last commit (what a heal hands on).

@@ -221,6 +221,7 @@ void Trainer::elastic_committed() {
 std::optional<RoundStats> Trainer::elastic_round(const RoundInput& in) {
   OuterSync& outer = sync_->outer().at(0);
   elastic_attempts_ = 0;
+  const Timer boundary;
   while (true) {
     const ElasticDecision d = elastic_->boundary(rounds_ + 1, in.tokens);
     if (d.kind == ElasticDecision::Kind::heal) {
@@ -257,6 +258,7 @@ std::optional<RoundStats> Trainer::elastic_round(const RoundInput& in) {
       clock.exposed_link_s += s.clock_link_s();
       sync_->restore_clock(clock);
       elastic_last_ = d;
+      elastic_boundary_s_ = boundary.seconds();
       return s;
     }
     if (residual.defined()) {

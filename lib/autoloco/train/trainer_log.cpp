@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <string>
 
@@ -279,7 +280,13 @@ void Trainer::log_round(const RoundStats& s, const std::vector<int64_t>& batches
         .add("quorum", elastic_last_.quorum)
         .add("quorum_dcs", members)
         .add("attempts", int64_t{elastic_attempts_})
-        .add("state_hash", elastic_hash_);
+        .add("boundary_s", elastic_boundary_s_)
+        .add("state_hash", elastic_hash_)
+        // Wall-clock time, comparable across the dcs' hosts: how soon a joiner took part
+        // (scripts/elastic_drill.py).
+        .add("committed_unix_s",
+             std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+                 .count());
   }
   run_dir_->append_sync(line.add("landed_step", step_)
                             .add("sim_time_s", sim_seconds())

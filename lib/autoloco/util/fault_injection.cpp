@@ -25,8 +25,8 @@ std::vector<std::string> split(const std::string& text, char by) {
 [[noreturn]] void bad(const std::string& entry, const std::string& why) {
   throw ConfigError(fmt::format(
       "{}: '{}': {}. Write e.g. stop:rank=1:step=6, kill:rank=1:step=6, error:rank=1:step=6, "
-      "late:dc=1:seconds=2, ckpt-fail:step=10, ckpt-slow:step=10:seconds=5 (comma-separated; "
-      "test-only, docs/faults.md)",
+      "late:dc=1:seconds=2, stop-sync:dc=1:round=3, ckpt-fail:step=10, "
+      "ckpt-slow:step=10:seconds=5 (comma-separated; test-only, docs/faults.md)",
       kVariable, entry, why));
 }
 
@@ -51,6 +51,8 @@ Fault parse_one(const std::string& entry) {
     f.kind = Fault::Kind::kill;
   } else if (kind == "late") {
     f.kind = Fault::Kind::late;
+  } else if (kind == "stop-sync") {
+    f.kind = Fault::Kind::stop_sync;
   } else if (kind == "error") {
     f.kind = Fault::Kind::error;
   } else if (kind == "ckpt-fail") {
@@ -60,8 +62,9 @@ Fault parse_one(const std::string& entry) {
     f.kind = Fault::Kind::ckpt_slow;
     f.rank = 0;
   } else {
-    bad(entry,
-        fmt::format("unknown kind '{}' (stop, kill, error, late, ckpt-fail or ckpt-slow)", kind));
+    bad(entry, fmt::format(
+                   "unknown kind '{}' (stop, kill, error, late, stop-sync, ckpt-fail or ckpt-slow)",
+                   kind));
   }
   for (size_t i = 1; i < parts.size(); ++i) {
     const auto eq = parts[i].find('=');
@@ -88,6 +91,9 @@ Fault parse_one(const std::string& entry) {
     bad(entry, "stop, kill and error need rank= and step=");
   if (f.kind == Fault::Kind::late && (f.dc < 0 || f.seconds <= 0)) {
     bad(entry, "late needs dc= and seconds= (> 0)");
+  }
+  if (f.kind == Fault::Kind::stop_sync && (f.dc < 0 || f.round < 0)) {
+    bad(entry, "stop-sync needs dc= and round=");
   }
   if (f.kind == Fault::Kind::ckpt_fail && f.step < 0) bad(entry, "ckpt-fail needs step=");
   if (f.kind == Fault::Kind::ckpt_slow && (f.step < 0 || f.seconds <= 0)) {
@@ -136,6 +142,16 @@ double FaultPlan::late_seconds(int dc, int64_t round) const {
     }
   }
   return late;
+}
+
+void FaultPlan::at_sync(int dc, int64_t round) const {
+  for (const Fault& f : faults_) {
+    if (f.kind == Fault::Kind::stop_sync && f.dc == dc && f.round == round) {
+      log::warn("{}: stopping this rank (SIGSTOP) in the inter-dc all-reduce of round {}",
+                kVariable, round);
+      std::raise(SIGSTOP);
+    }
+  }
 }
 
 void FaultPlan::in_step(int64_t step, int rank) const {

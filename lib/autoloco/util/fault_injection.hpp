@@ -8,6 +8,9 @@
 //   late:dc=D:seconds=X[:round=K]
 //                              every rank of dc D starts its inter-dc all-reduce X seconds
 //                              late (in round K only, or in every round)
+//   stop-sync:dc=D:round=K     every rank of dc D stops itself (SIGSTOP) as its inter-dc
+//                              all-reduce of round K starts: frozen inside the collective, its
+//                              connections open, for the peers that wait on it
 //   ckpt-fail:step=S[:rank=R]  rank R's (default 0) files of the checkpoint of step S fail to
 //                              write, as on a full disk
 //   ckpt-slow:step=S:seconds=X[:rank=R]
@@ -23,7 +26,7 @@
 namespace autoloco {
 
 struct Fault {
-  enum class Kind { stop, kill, error, late, ckpt_fail, ckpt_slow };
+  enum class Kind { stop, kill, error, late, stop_sync, ckpt_fail, ckpt_slow };
   Kind kind = Kind::stop;
   int rank = -1;
   int dc = -1;
@@ -51,6 +54,9 @@ class FaultPlan {
   void in_step(int64_t step, int rank) const;
   // Seconds that dc `dc` starts the inter-dc all-reduce of round `round` late.
   double late_seconds(int dc, int64_t round) const;
+  // As the inter-dc all-reduce of round `round` starts on a rank of dc `dc`: stops this process
+  // when the plan says so (after a warning line).
+  void at_sync(int dc, int64_t round) const;
   // The files of rank `rank` for the checkpoint of step `step` are to fail.
   bool fails_checkpoint(int64_t step, int rank) const;
   // Seconds that rank `rank` is to take longer writing its files of the checkpoint of `step`.

@@ -1,0 +1,250 @@
+// The elastic mode end to end on loopback (docs/elastic.md): a lighthouse and each dc its own
+// mpirun. Two dcs train bit for bit what one job of both trains; a dc killed mid-round leaves
+// the others training every round; a dc restarted with --resume auto is healed and ends with the
+// others' state. The timeouts are generous: deaths here are closed connections, seen at once,
+// so no outcome depends on the machine's speed.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <memory>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "../support/child_process.hpp"
+#include "../support/run_files.hpp"
+#include "../support/temp_dir.hpp"
+#include "../support/tiny_corpus.hpp"
+#include "../support/wait.hpp"
+
+using autoloco::test::ChildProcess;
+using autoloco::test::contains;
+using autoloco::test::read_lines;
+using autoloco::test::read_text;
+using autoloco::test::run_command;
+using autoloco::test::TestLimit;
+
+namespace {
+
+// The tiny model of the fault tests: 1 layer, H = 4, 24 steps, a checkpoint every 8.
+std::string train_args(const std::string& dir, const std::string& name) {
+  return std::string(AUTOLOCO_TRAIN_EXE) + " " + AUTOLOCO_SOURCE_DIR + "/configs/diloco.yaml" +
+         " --set model.n_layer=1 --set model.d_model=32 --set model.n_head=2"
+         " --set model.seq_len=32 --set run.eval_every=0 --set run.log_every=4"
+         " --set inner.warmup_steps=2 --set data.batch_size=2 --set interval.H=4"
+         " --set run.threads=1 --set ckpt.every_steps=8 --set run.steps=24"
+         " --set data.train=" +
+         dir + "/data/train_*.bin --set data.val=" + dir +
+         "/data/val_*.bin --set run.out_dir=" + dir + "/runs --set run.name=" + name;
+}
+
+std::string mpirun(int ranks) {
+  return std::string(AUTOLOCO_MPIEXEC) + " -n " + std::to_string(ranks) +
+         " --oversubscribe --allow-run-as-root --bind-to none ";
+}
+
+// A lighthouse on a free loopback port, with a new key in `dir`.
+class Lighthouse {
+ public:
+  explicit Lighthouse(const std::string& dir, const TestLimit& limit) : dir_(dir) {
+    REQUIRE(run_command(std::string(AUTOLOCO_LIGHTHOUSE_EXE) + " --make-key " + key() +
+                        " > /dev/null") == 0);
+    process_ = std::make_unique<ChildProcess>(
+        std::string(AUTOLOCO_LIGHTHOUSE_EXE) + " --host 127.0.0.1 --port 0 --key-file " + key(),
+        log_path());
+    const std::regex listening("listening on 127\\.0\\.0\\.1:([0-9]+)");
+    std::string log;
+    autoloco::test::wait_until(
+        [&] {
+          log = read_text(log_path());
+          return std::regex_search(log, listening);
+        },
+        [&] { return process_->running() && limit.time_left(); });
+    INFO(log);
+    std::smatch m;
+    REQUIRE(std::regex_search(log, m, listening));
+    port_ = m[1].str();
+  }
+  ~Lighthouse() {
+    process_->signal(SIGTERM);
+    process_->wait();
+  }
+
+  std::string key() const { return dir_ + "/key"; }
+  std::string log_path() const { return dir_ + "/lighthouse.log"; }
+  std::string log() const { return read_text(log_path()); }
+  bool running() { return process_->running(); }
+
+  // autoloco-train's settings for dc `dc` of `dcs`, at least `min_dcs` in every round.
+  std::string elastic_args(int dc, int dcs, int min_dcs) const {
+    return " --set elastic.lighthouse=127.0.0.1:" + port_ + " --set elastic.key_file=" + key() +
+           " --set elastic.dc=" + std::to_string(dc) + " --set elastic.dcs=" + std::to_string(dcs) +
+           " --set elastic.min_dcs=" + std::to_string(min_dcs) +
+           " --set elastic.heartbeat_timeout_s=60 --set elastic.collective_timeout_s=120"
+           " --set elastic.round_deadline_s=300 --set elastic.quorum_timeout_s=500";
+  }
+
+ private:
+  std::string dir_;
+  std::string port_;
+  std::unique_ptr<ChildProcess> process_;
+};
+
+// One dc's launch, with the variables of `env` ("NAME=VALUE ...") set for it.
+std::unique_ptr<ChildProcess> start_dc(const std::string& dir, const Lighthouse& lighthouse, int dc,
+                                       int dcs, int min_dcs, const std::string& env = "",
+                                       const std::string& extra = "") {
+  const std::string name = "e" + std::to_string(dc);
+  return std::make_unique<ChildProcess>("env " + env + " " + mpirun(1) + train_args(dir, name) +
+                                            lighthouse.elastic_args(dc, dcs, min_dcs) + " " + extra,
+                                        dir + "/" + name + ".log");
+}
+
+// Every dc of a run of `dcs`; the last one with AUTOLOCO_FAULT=`fault` when given.
+std::vector<std::unique_ptr<ChildProcess>> start_run(const std::string& dir,
+                                                     const Lighthouse& lighthouse, int dcs,
+                                                     int min_dcs, const std::string& fault = "") {
+  std::vector<std::unique_ptr<ChildProcess>> out;
+  for (int dc = 0; dc < dcs; ++dc) {
+    const bool faulty = dc == dcs - 1 && !fault.empty();
+    out.push_back(start_dc(dir, lighthouse, dc, dcs, min_dcs,
+                           faulty ? "AUTOLOCO_FAULT=" + fault : std::string()));
+  }
+  return out;
+}
+
+// Waits for each dc's job to end (bounded by the test's time) and returns their exit codes.
+std::vector<int> wait_all(std::vector<std::unique_ptr<ChildProcess>>& dcs, const TestLimit& limit) {
+  std::vector<int> codes;
+  for (auto& dc : dcs) {
+    autoloco::test::wait_until([&] { return !dc->running(); }, [&] { return limit.time_left(); });
+    codes.push_back(dc->running() ? -1 : dc->wait());
+  }
+  return codes;
+}
+
+std::string summary(const std::string& dir, const std::string& name) {
+  return read_text(dir + "/runs/" + name + "/summary.json");
+}
+
+std::string string_field(const std::string& json, const std::string& key) {
+  std::smatch m;
+  const std::regex re("\"" + key + "\":\"([^\"]*)\"");
+  return std::regex_search(json, m, re) ? m[1].str() : std::string();
+}
+
+// The raw text of a number in flat JSON, for comparisons bit for bit.
+std::string number_text(const std::string& json, const std::string& key) {
+  std::smatch m;
+  const std::regex re("\"" + key + "\":(-?[0-9.eE+-]+)");
+  return std::regex_search(json, m, re) ? m[1].str() : std::string();
+}
+
+// The dcs of each committed round in a dc's syncs.jsonl, by round.
+std::vector<std::string> quorums(const std::string& dir, const std::string& name) {
+  std::vector<std::string> out;
+  const std::regex re("\"quorum_dcs\":\\[([0-9,]*)\\]");
+  for (const std::string& line : read_lines(dir + "/runs/" + name + "/syncs.jsonl")) {
+    std::smatch m;
+    if (std::regex_search(line, m, re)) out.push_back(m[1].str());
+  }
+  return out;
+}
+
+std::string logs(const std::string& dir, const std::vector<std::string>& names) {
+  std::string all;
+  for (const auto& n : names)
+    all += "--- " + n + "\n" + read_text(dir + "/" + n + ".log");
+  return all;
+}
+
+}  // namespace
+
+TEST_CASE("e2e: two dcs as separate launches under a lighthouse train bit for bit one job's run",
+          "[e2e][elastic]") {
+  const TestLimit limit;
+  const autoloco::test::TempDir tmp("e2e-elastic-same");
+  const std::string dir = tmp.str();
+  autoloco::test::write_tiny_corpus(dir + "/data");
+  REQUIRE(run_command(mpirun(2) + train_args(dir, "onejob") + " > " + dir + "/onejob.log 2>&1") ==
+          0);
+  Lighthouse lighthouse(dir, limit);
+  std::vector<std::unique_ptr<ChildProcess>> dcs = start_run(dir, lighthouse, 2, 2);
+  const std::vector<int> codes = wait_all(dcs, limit);
+  INFO(logs(dir, {"onejob", "e0", "e1", "lighthouse"}));
+  CHECK(codes == std::vector<int>{0, 0});
+  const std::string one = summary(dir, "onejob");
+  for (const std::string name : {"e0", "e1"}) {
+    const std::string s = summary(dir, name);
+    CHECK(number_text(s, "final_eval_loss") == number_text(one, "final_eval_loss"));
+    CHECK(number_text(s, "rounds") == "6");
+    CHECK(quorums(dir, name) == std::vector<std::string>(6, "0,1"));
+  }
+  CHECK_FALSE(string_field(summary(dir, "e0"), "state_hash").empty());
+  CHECK(string_field(summary(dir, "e0"), "state_hash") ==
+        string_field(summary(dir, "e1"), "state_hash"));
+  CHECK(contains(lighthouse.log(), "round 6 committed by dcs 0,1"));
+}
+
+TEST_CASE("e2e: a dc killed mid-round leaves the other dcs training every round to the end",
+          "[e2e][elastic]") {
+  const TestLimit limit;
+  const autoloco::test::TempDir tmp("e2e-elastic-leave");
+  const std::string dir = tmp.str();
+  autoloco::test::write_tiny_corpus(dir + "/data");
+  Lighthouse lighthouse(dir, limit);
+  // dc 2 dies at the start of step 15, in round 4 (steps 13-16), never reaching its boundary.
+  std::vector<std::unique_ptr<ChildProcess>> dcs =
+      start_run(dir, lighthouse, 3, 2, "kill:rank=0:step=15");
+  const std::vector<int> codes = wait_all(dcs, limit);
+  INFO(logs(dir, {"e0", "e1", "e2", "lighthouse"}));
+  CHECK(codes[0] == 0);
+  CHECK(codes[1] == 0);
+  CHECK(codes[2] != 0);
+  CHECK(contains(read_text(dir + "/e2.log"), "AUTOLOCO_FAULT"));
+  CHECK(contains(lighthouse.log(), "dc 2 left"));
+  for (const std::string name : {"e0", "e1"}) {
+    const std::vector<std::string> q = quorums(dir, name);
+    // No survivor lost a round: all 6 committed, from round 4 on without dc 2.
+    REQUIRE(q.size() == 6);
+    for (size_t r = 3; r < q.size(); ++r)
+      CHECK(q[r] == "0,1");
+  }
+  CHECK(string_field(summary(dir, "e0"), "state_hash") ==
+        string_field(summary(dir, "e1"), "state_hash"));
+}
+
+TEST_CASE("e2e: a killed dc restarted with --resume auto is healed and ends with the others' state",
+          "[e2e][elastic]") {
+  const TestLimit limit;
+  const autoloco::test::TempDir tmp("e2e-elastic-heal");
+  const std::string dir = tmp.str();
+  autoloco::test::write_tiny_corpus(dir + "/data");
+  Lighthouse lighthouse(dir, limit);
+  // min_dcs 3: the survivors wait at round 4's boundary for the restarted dc, so the test needs
+  // no race against their training. dc 2's newest checkpoint is step 8, behind round 3's commit.
+  std::vector<std::unique_ptr<ChildProcess>> dcs =
+      start_run(dir, lighthouse, 3, 3, "kill:rank=0:step=15");
+  autoloco::test::wait_until([&] { return !dcs[2]->running(); }, [&] { return limit.time_left(); });
+  const int killed = dcs[2]->running() ? -1 : dcs[2]->wait();
+  {
+    INFO(logs(dir, {"e2", "lighthouse"}));
+    REQUIRE(killed != 0);
+    REQUIRE(killed != -1);
+  }
+  std::rename((dir + "/e2.log").c_str(), (dir + "/e2-killed.log").c_str());
+  dcs[2] = start_dc(dir, lighthouse, 2, 3, 3, "", "--resume auto");
+  const std::vector<int> codes = wait_all(dcs, limit);
+  INFO(logs(dir, {"e0", "e1", "e2-killed", "e2", "lighthouse"}));
+  CHECK(codes == std::vector<int>{0, 0, 0});
+  const std::string restarted = read_text(dir + "/e2.log");
+  CHECK(contains(restarted, "(to be healed)"));
+  CHECK(contains(restarted, "dc 2: healed from dc "));
+  const std::string hash = string_field(summary(dir, "e0"), "state_hash");
+  CHECK_FALSE(hash.empty());
+  CHECK(string_field(summary(dir, "e1"), "state_hash") == hash);
+  CHECK(string_field(summary(dir, "e2"), "state_hash") == hash);
+  for (const std::string name : {"e0", "e1"})
+    CHECK(quorums(dir, name) == std::vector<std::string>(6, "0,1,2"));
+  CHECK(lighthouse.running());
+}
