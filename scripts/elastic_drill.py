@@ -6,9 +6,9 @@
 
 Each case is a lighthouse and N dcs, each dc its own mpirun of one rank (docs/elastic.md), with
 the default timeouts (heartbeat 0.5 s, heartbeat timeout 3 s). The last dc, N - 1, is taken out
-in round 8 of 30:
+in round 8 of 40:
 
-  kill       SIGKILL mid-round (AUTOLOCO_FAULT=kill), then relaunched with --resume auto
+  kill       SIGKILL mid-round (AUTOLOCO_FAULT=kill), relaunched with --resume auto at once
   stop       SIGSTOP of the whole dc mid-round (AUTOLOCO_FAULT=stop), SIGCONT 3 rounds later
   stop-sync  SIGSTOP as its inter-dc all-reduce starts, frozen inside the collective with its
              connections open (AUTOLOCO_FAULT=stop-sync), SIGCONT 3 rounds later
@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-ROUNDS, H, FAULT_ROUND = 30, 10, 8
+ROUNDS, H, FAULT_ROUND = 40, 10, 8
 CASES = ["kill", "stop", "stop-sync", "partition"]
 LAB = "eldrill"
 
@@ -44,8 +44,8 @@ def train_command(args, out, dc, dcs, lighthouse):
     cmd = ["mpirun", "-n", "1", "--oversubscribe", "--allow-run-as-root", "--bind-to", "none",
            str(Path(args.bin) / "autoloco-train"), str(REPO / "configs/diloco.yaml")]
     sets = [
-        "model.n_layer=2", "model.d_model=64", "model.n_head=2", "model.seq_len=64",
-        "data.batch_size=4", f"run.steps={ROUNDS * H}", f"interval.H={H}", "run.eval_every=0",
+        "model.n_layer=2", "model.d_model=128", "model.n_head=4", "model.seq_len=128",
+        "data.batch_size=8", f"run.steps={ROUNDS * H}", f"interval.H={H}", "run.eval_every=0",
         "run.log_every=10", "inner.warmup_steps=5", "run.threads=1", "ckpt.every_steps=50",
         f"data.train={args.data}/train_*.bin", f"data.val={args.data}/val_*.bin",
         f"run.out_dir={out}/runs", f"run.name=dc{dc}",
@@ -58,7 +58,11 @@ def train_command(args, out, dc, dcs, lighthouse):
 
 
 def in_lab(host, cmd):
-    return [str(REPO / "scripts/netlab.sh"), "--name", LAB, "exec", host, "--"] + cmd
+    return netlab("exec", host, "--") + cmd
+
+
+def netlab(verb, *args):
+    return [str(REPO / "scripts/netlab.sh"), verb, "--name", LAB, *args]
 
 
 def syncs(out, dc):
@@ -146,21 +150,21 @@ def run_case(args, dcs, fault):
         if fault == "partition":
             case.wait_for("the round before the cut",
                           lambda: committed_round(case.out, 0) >= FAULT_ROUND - 1)
-            subprocess.run([str(REPO / "scripts/netlab.sh"), "--name", LAB, "cut", f"h{lost}"],
-                           check=True)
-        # The survivors' third round after the fault: the lost dc comes back then.
-        case.wait_for("the survivors' rounds after the fault",
-                      lambda: all(committed_round(case.out, d) >= FAULT_ROUND + 3 for d in survivors))
-        back_from = time.time()
+            subprocess.run(netlab("cut", f"h{lost}"), check=True)
         if fault == "kill":
+            # Relaunched as soon as it is gone, as a scheduler's requeue would.
             case.wait_for("the killed dc's end", lambda: case.procs[f"dc{lost}"].poll() is not None)
             os.rename(case.out / f"dc{lost}.log", case.out / f"dc{lost}-killed.log")
             back_from = time.time()
             case.launch(lost, address, None, ["--resume", "auto"])
-        elif fault == "partition":
-            subprocess.run([str(REPO / "scripts/netlab.sh"), "--name", LAB, "mend", f"h{lost}"],
-                           check=True)
-        else:
+        # The survivors' third round after the fault: a stopped or cut-off dc comes back then.
+        case.wait_for("the survivors' rounds after the fault",
+                      lambda: all(committed_round(case.out, d) >= FAULT_ROUND + 3 for d in survivors))
+        if fault == "partition":
+            back_from = time.time()
+            subprocess.run(netlab("mend", f"h{lost}"), check=True)
+        elif fault != "kill":
+            back_from = time.time()
             case.signal_dc(lost, "CONT")
         for name, p in case.procs.items():
             if name != "lighthouse":
@@ -234,8 +238,7 @@ def main():
     out.mkdir(parents=True, exist_ok=True)
     lab = "partition" in args.cases
     if lab:
-        subprocess.run([str(REPO / "scripts/netlab.sh"), "--name", LAB, "up", str(max(args.dcs))],
-                       check=True)
+        subprocess.run(netlab("up", str(max(args.dcs))), check=True)
     rows = []
     try:
         for dcs in args.dcs:
@@ -249,7 +252,7 @@ def main():
                       f"{r['back_s']}, {time.monotonic() - start:.0f} s", file=sys.stderr)
     finally:
         if lab:
-            subprocess.run([str(REPO / "scripts/netlab.sh"), "--name", LAB, "down"])
+            subprocess.run(netlab("down"))
     print_table(rows)
 
 

@@ -248,3 +248,44 @@ TEST_CASE("e2e: a killed dc restarted with --resume auto is healed and ends with
     CHECK(quorums(dir, name) == std::vector<std::string>(6, "0,1,2"));
   CHECK(lighthouse.running());
 }
+
+TEST_CASE(
+    "e2e: a dc frozen inside the all-reduce is dropped; thawed, it joins again and the "
+    "run ends as one",
+    "[e2e][elastic]") {
+  const TestLimit limit;
+  const autoloco::test::TempDir tmp("e2e-elastic-frozen");
+  const std::string dir = tmp.str();
+  autoloco::test::write_tiny_corpus(dir + "/data");
+  Lighthouse lighthouse(dir, limit);
+  // dc 2 stops itself as its all-reduce of round 3 starts, its connections open: the others are
+  // woken when the lighthouse stops hearing it (the heartbeat timeout, 3 s by default), and
+  // min_dcs 3 keeps them at the boundary until it is back, so nothing races the clock here.
+  const std::string freeze = "--set elastic.heartbeat_timeout_s=3";
+  std::vector<std::unique_ptr<ChildProcess>> dcs;
+  for (int dc = 0; dc < 3; ++dc) {
+    dcs.push_back(start_dc(dir, lighthouse, dc, 3, 3,
+                           dc == 2 ? "AUTOLOCO_FAULT=stop-sync:dc=2:round=3" : "", freeze));
+  }
+  autoloco::test::wait_until([&] { return contains(lighthouse.log(), "dc 2 left"); },
+                             [&] { return dcs[0]->running() && limit.time_left(); });
+  {
+    INFO(logs(dir, {"e0", "e2", "lighthouse"}));
+    REQUIRE(contains(lighthouse.log(), "dc 2 left: member 0 silent for"));
+    REQUIRE(contains(lighthouse.log(), "(round 3) called off"));
+  }
+  dcs[2]->signal(SIGCONT);
+  const std::vector<int> codes = wait_all(dcs, limit);
+  INFO(logs(dir, {"e0", "e1", "e2", "lighthouse"}));
+  CHECK(codes == std::vector<int>{0, 0, 0});
+  // Back in the run: the lighthouse saw dc 2 join a second time.
+  const std::string lh = lighthouse.log();
+  CHECK(lh.find("dc 2 joined at round") != lh.rfind("dc 2 joined at round"));
+  const std::string hash = string_field(summary(dir, "e0"), "state_hash");
+  CHECK_FALSE(hash.empty());
+  CHECK(string_field(summary(dir, "e1"), "state_hash") == hash);
+  CHECK(string_field(summary(dir, "e2"), "state_hash") == hash);
+  // No round was lost: round 3 was redone by all three once dc 2 was back.
+  for (const std::string name : {"e0", "e1", "e2"})
+    CHECK(quorums(dir, name) == std::vector<std::string>(6, "0,1,2"));
+}

@@ -1,9 +1,12 @@
 // comm/quorum_client.hpp against a real lighthouse server over loopback: a round decided and
-// committed, a dc dropped when one of its members goes, and a lighthouse restart survived.
+// committed, a dc dropped when one of its members goes and back when it is whole, and a
+// lighthouse restart survived.
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <memory>
+#include <mutex>
 #include <thread>
 
 #include "autoloco/comm/lighthouse_server.hpp"
@@ -83,17 +86,31 @@ TEST_CASE("quorum client: two dcs get one decision, report, and commit", "[elast
   CHECK(next_of(b, "commit").integer("round") == 1);
 }
 
-TEST_CASE("quorum client: when one member of a dc goes, the dc is dropped and told so",
+TEST_CASE("quorum client: a dc dropped when one member goes joins again once it is whole",
           "[elastic]") {
   Lighthouse lh;
   const int port = lh.server->port();
-  QuorumClient m0(options(port, 0, 0, 2), 0, "h0", [](const std::string&) {});
+  std::mutex mutex;
+  std::string log;
+  QuorumClient m0(options(port, 0, 0, 2), 0, "h0", [&](const std::string& line) {
+    std::lock_guard<std::mutex> lock(mutex);
+    log += line + "\n";
+  });
   auto m1 =
       std::make_unique<QuorumClient>(options(port, 0, 1, 2), 0, "h0", [](const std::string&) {});
   CHECK(next_of(m0, "status").text("action") == "train");
-  m1.reset();  // its connection closes, as a killed process's would
-  CHECK_THROWS_WITH(next_of(m0, "never"), Catch::Contains("dropped this dc") &&
-                                              Catch::Contains("member 1's connection closed"));
+  m1.reset();  // its connection closes, as a partitioned process's would
+  // Dropped: what was in flight is lost, and member 0 says hello again.
+  CHECK(next_of(m0, "lost").type() == "lost");
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    CHECK_THAT(log, Catch::Contains("dropped this dc") &&
+                        Catch::Contains("member 1's connection closed") &&
+                        Catch::Contains("joining again"));
+  }
+  // Whole again: the dc is back in the run.
+  m1 = std::make_unique<QuorumClient>(options(port, 0, 1, 2), 0, "h0", [](const std::string&) {});
+  CHECK(next_of(m0, "status").text("action") == "train");
 }
 
 TEST_CASE("quorum client: a restarted lighthouse is found again, and the dc carries on",
@@ -109,4 +126,22 @@ TEST_CASE("quorum client: a restarted lighthouse is found again, and the dc carr
   const ControlMessage status = next_of(a, "status");
   CHECK(status.text("action") == "train");
   CHECK(status.integer("round") == 4);  // the new lighthouse learnt the run's round from the dc
+}
+
+TEST_CASE("quorum client: a lighthouse that comes up after the dc is reached once it does",
+          "[elastic]") {
+  int port = 0;
+  {
+    const Lighthouse gone;
+    port = gone.server->port();
+  }
+  // Refused connections until it is up: retried, and not remembered as the error once it is.
+  std::unique_ptr<Lighthouse> lh;
+  std::thread later([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    lh = std::make_unique<Lighthouse>(port);
+  });
+  QuorumClient a(options(port, 0), 0, "h0", [](const std::string&) {});
+  later.join();
+  CHECK(next_of(a, "status").text("action") == "train");
 }

@@ -357,6 +357,9 @@ std::string ElasticLink::receive_heal(const ElasticDecision& d) {
       throw CommError(fmt::format("no endpoint of the heal source dc {}", d.source));
     }
     const std::string what = fmt::format("dc {} member {}", d.source, member_);
+    // A call-off before this heal (a lost lighthouse, an earlier quorum) is not this heal's;
+    // one of this heal's own quorum is.
+    if (client_->rearm() >= d.quorum) throw WaitInterrupted("the heal was called off");
     Socket s =
         connections_->dial(d.quorum, "heal", d.source, it->second[static_cast<size_t>(member_)],
                            deadline_in(settings_.collective_timeout_s), &client_->wake());

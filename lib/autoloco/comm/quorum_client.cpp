@@ -64,14 +64,20 @@ bool QuorumClient::connect_and_hello(Deadline deadline) {
                        "the lighthouse at " + options_.lighthouse.str());
       return true;
     } catch (const AuthError& e) {
+      std::lock_guard<std::mutex> lock(mutex_);
       fatal_ = e.what();
       return true;  // reached, and refused: no retry
     } catch (const WaitInterrupted&) {
       return false;
     } catch (const CommError& e) {
-      fatal_ = e.what();
+      // Retried until the deadline (a lighthouse not up yet, a link still down); only the last
+      // failure is the error.
       socket_.close();
-      if (Clock::now() + std::chrono::duration<double>(backoff) >= deadline) return false;
+      if (Clock::now() + std::chrono::duration<double>(backoff) >= deadline) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        fatal_ = e.what();
+        return false;
+      }
       pollfd p{stop_.fd(), POLLIN, 0};
       if (::poll(&p, 1, static_cast<int>(backoff * 1000)) > 0) return false;
       backoff = std::min(backoff * 2, 2.0);
@@ -190,9 +196,14 @@ void QuorumClient::loop() {
           if (::poll(&p, 1, static_cast<int>(options_.heartbeat_s * 2000)) > 0) return;
           throw PeerLost("refused for now");
         }
-        if (m.type() == "dropped" || m.type() == "refused") {
-          fail(fmt::format("the lighthouse {} this dc: {}",
-                           m.type() == "dropped" ? "dropped" : "refused", m.text("reason")));
+        if (m.type() == "dropped") {
+          // Taken for dead (frozen, or cut off) and back: join again, as a restart would, and
+          // be healed if the run went on without this dc.
+          log_("the lighthouse dropped this dc: " + m.text("reason") + "; joining again");
+          throw PeerLost("dropped by the lighthouse");
+        }
+        if (m.type() == "refused") {
+          fail("the lighthouse refused this dc: " + m.text("reason"));
           return;
         }
         if (m.type() == "abort") {

@@ -57,9 +57,9 @@ class QuorumClient {
   // Queues a message for the lighthouse.
   void send(const ControlMessage& m);
   // Member 0: the next decision (status, quorum, heal, commit, abort) in the order it came, until
-  // `deadline`. A "lost" message stands for a lost lighthouse (the decision in flight is gone).
-  // CommError when the lighthouse dropped or refused this dc (naming its reason), PeerTimeout at
-  // the deadline.
+  // `deadline`. A "lost" message stands for a lost lighthouse (the decision in flight is gone),
+  // also when the lighthouse dropped this dc and it joins again. CommError when the lighthouse
+  // refused this dc (naming its reason), PeerTimeout at the deadline.
   ControlMessage next(Deadline deadline);
   // Signalled when the lighthouse calls off a quorum (or is lost): stripe waits watch it.
   const Wakeup& wake() const { return wake_; }

@@ -145,8 +145,11 @@ double FaultPlan::late_seconds(int dc, int64_t round) const {
 }
 
 void FaultPlan::at_sync(int dc, int64_t round) const {
-  for (const Fault& f : faults_) {
-    if (f.kind == Fault::Kind::stop_sync && f.dc == dc && f.round == round) {
+  fired_.resize(faults_.size());
+  for (size_t i = 0; i < faults_.size(); ++i) {
+    const Fault& f = faults_[i];
+    if (f.kind == Fault::Kind::stop_sync && f.dc == dc && f.round == round && !fired_[i]) {
+      fired_[i] = true;
       log::warn("{}: stopping this rank (SIGSTOP) in the inter-dc all-reduce of round {}",
                 kVariable, round);
       std::raise(SIGSTOP);

@@ -8,9 +8,10 @@
 //   late:dc=D:seconds=X[:round=K]
 //                              every rank of dc D starts its inter-dc all-reduce X seconds
 //                              late (in round K only, or in every round)
-//   stop-sync:dc=D:round=K     every rank of dc D stops itself (SIGSTOP) as its inter-dc
-//                              all-reduce of round K starts: frozen inside the collective, its
-//                              connections open, for the peers that wait on it
+//   stop-sync:dc=D:round=K     every rank of dc D stops itself (SIGSTOP) as its first inter-dc
+//                              all-reduce of round K starts (not a redo of the round): frozen
+//                              inside the collective, its connections open, for the peers that
+//                              wait on it
 //   ckpt-fail:step=S[:rank=R]  rank R's (default 0) files of the checkpoint of step S fail to
 //                              write, as on a full disk
 //   ckpt-slow:step=S:seconds=X[:rank=R]
@@ -65,6 +66,7 @@ class FaultPlan {
  private:
   std::vector<Fault> faults_;
   std::string text_;
+  mutable std::vector<bool> fired_;  // stop-sync: once per process
 };
 
 }  // namespace autoloco
