@@ -394,3 +394,36 @@ TEST_CASE("quorum: when every up-to-date dc left, the newest waiting one carries
   CHECK(status->message.text("action") == "train");
   CHECK(lh.rules.committed_round() == 0);
 }
+
+TEST_CASE("quorum: a dc behind a finished run is refused, not left to carry it on alone",
+          "[elastic]") {
+  Lighthouse lh;
+  lh.join(0, 1, 0.0);
+  lh.join(1, 1, 0.0);
+  lh.round({0, 1}, 1, 0.1, "h1");
+  // dc 0 finishes at round 1 and goes; dc 1 follows.
+  lh.rules.on_message(conn_of(0, 0), msg("finished", {{"round", "1"}}), 0.2);
+  lh.rules.on_closed(conn_of(0, 0), 0.2);
+  // A dc restarted from round 0 while dc 1 is still up waits to be healed by it ...
+  auto out = lh.join(2, 1, 0.3, 0, "h0");
+  const Outgoing* status = find(out, conn_of(2, 0), "status");
+  REQUIRE(status != nullptr);
+  CHECK(status->message.text("action") == "heal");
+  // ... and once dc 1 is gone too, nobody is left to: it is refused, not promoted.
+  lh.rules.on_message(conn_of(1, 0), msg("finished", {{"round", "1"}}), 0.4);
+  lh.rules.on_closed(conn_of(1, 0), 0.4);
+  out = lh.rules.tick(0.5);
+  const Outgoing* refused = find(out, conn_of(2, 0), "refused");
+  REQUIRE(refused != nullptr);
+  CHECK_THAT(refused->message.text("reason"),
+             Catch::Contains("the run finished at round 1 without dc 2"));
+  CHECK(lh.rules.live_dcs().empty());
+  // A dc that starts after the end, behind it, is refused at its hello.
+  out = lh.join(3, 1, 0.6, 0, "h0");
+  REQUIRE(find(out, conn_of(3, 0), "refused") != nullptr);
+  // One at the finished round itself is not behind: it may train (to its own end).
+  out = lh.join(4, 1, 0.7, 1, "h1");
+  status = find(out, conn_of(4, 0), "status");
+  REQUIRE(status != nullptr);
+  CHECK(status->message.text("action") == "train");
+}

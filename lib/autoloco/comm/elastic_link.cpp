@@ -419,4 +419,12 @@ void ElasticLink::report_state(int64_t committed, const std::string& hash) {
   client_->send(state);
 }
 
+void ElasticLink::finish(int64_t round) {
+  if (member_ != 0 || !client_) return;
+  ControlMessage finished("finished");
+  finished.set("round", round);
+  client_->send(finished);
+  client_->flush(deadline_in(settings_.heartbeat_timeout_s));
+}
+
 }  // namespace autoloco

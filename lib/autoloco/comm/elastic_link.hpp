@@ -87,6 +87,9 @@ class ElasticLink {
   std::string receive_heal(const ElasticDecision& d);
   // Member 0 reports the committed state; every member keeps it for a reconnect's hello.
   void report_state(int64_t committed, const std::string& hash);
+  // Member 0 tells the lighthouse that this dc finished the run at round `round`, so that a dc
+  // joining later is not left to carry the run on alone from an older state.
+  void finish(int64_t round);
 
   const ElasticSettings& settings() const { return settings_; }
   int member() const { return member_; }

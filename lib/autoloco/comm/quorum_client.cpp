@@ -112,8 +112,14 @@ void QuorumClient::send(const ControlMessage& m) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     outbox_.push_back(m);
+    ++queued_;
   }
   outbox_ready_.signal();
+}
+
+void QuorumClient::flush(Deadline deadline) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  cv_.wait_until(lock, deadline, [&] { return sent_ >= queued_ || !fatal_.empty(); });
 }
 
 ControlMessage QuorumClient::next(Deadline deadline) {
@@ -181,6 +187,11 @@ void QuorumClient::loop() {
         }
         for (const ControlMessage& m : out)
           send_message(socket_, session_, m, deadline_in(kFrameSeconds), &stop_, what);
+        {
+          std::lock_guard<std::mutex> lock(mutex_);
+          sent_ += static_cast<int64_t>(out.size());
+        }
+        cv_.notify_all();
       }
       if (Clock::now() >= next_beat) {
         send_message(socket_, session_, ControlMessage("heartbeat"), deadline_in(kFrameSeconds),

@@ -56,6 +56,9 @@ class QuorumClient {
   void set_state(int64_t committed, const std::string& hash);
   // Queues a message for the lighthouse.
   void send(const ControlMessage& m);
+  // Waits until every queued message went out (or the deadline passed, or the client failed):
+  // before the last words of a dc that ends.
+  void flush(Deadline deadline);
   // Member 0: the next decision (status, quorum, heal, commit, abort) in the order it came, until
   // `deadline`. A "lost" message stands for a lost lighthouse (the decision in flight is gone),
   // also when the lighthouse dropped this dc and it joins again. CommError when the lighthouse
@@ -90,6 +93,8 @@ class QuorumClient {
   std::condition_variable cv_;
   std::deque<ControlMessage> inbox_;
   std::deque<ControlMessage> outbox_;
+  int64_t queued_ = 0;  // messages put in the outbox, and sent from it
+  int64_t sent_ = 0;
   int64_t committed_ = 0;
   std::string hash_;
   int64_t aborted_ = 0;

@@ -189,6 +189,7 @@ void QuorumRules::on_complete(Dc& dc, double now) {
                     other.phase == Phase::kSyncing;
     if (id != dc.id && up) best = std::max(best.value_or(other.committed), other.committed);
   }
+  if (!best && behind_finished_run(dc)) return;
   ControlMessage status("status");
   if (!best || dc.committed > *best) {
     if (best && in_flight_) {
@@ -219,6 +220,20 @@ void QuorumRules::on_complete(Dc& dc, double now) {
   status.set("round", committed_);
   send(dc, 0, std::move(status));
   (void)now;
+}
+
+bool QuorumRules::behind_finished_run(const Dc& dc) {
+  if (finished_ == 0 || dc.committed >= finished_) return false;
+  const std::string why = fmt::format(
+      "the run finished at round {} without dc {}, which is at round {}, and no dc is left to "
+      "heal it: nothing remains to train (its checkpoints are kept)",
+      finished_, dc.id, dc.committed);
+  for (int i = 0; i < dc.members; ++i) {
+    const ConnId conn = dc.member[static_cast<size_t>(i)].conn;
+    if (conn >= 0) refuse(conn, why);
+  }
+  dcs_.erase(dc.id);
+  return true;
 }
 
 void QuorumRules::mark_joining(Dc& dc, const std::string& why) {
@@ -278,6 +293,9 @@ std::vector<Outgoing> QuorumRules::on_message(ConnId conn, const ControlMessage&
     on_result(*dc, m);
   } else if (type == "state") {
     on_state(*dc, m);
+  } else if (type == "finished") {
+    finished_ = std::max(finished_, m.integer("round"));
+    log_(fmt::format("dc {} finished the run at round {}", dc->id, m.integer("round")));
   } else if (type == "join") {
     if (dc->phase != Phase::kJoining && dc->phase != Phase::kHealing) {
       mark_joining(*dc, "it asked to be healed");
@@ -335,6 +353,7 @@ std::vector<Outgoing> QuorumRules::tick(double now) {
       if (dc.phase == Phase::kJoining && (!newest || dc.committed > newest->committed))
         newest = &dc;
     }
+    if (newest && behind_finished_run(*newest)) newest = nullptr;
     if (newest) {
       committed_ = newest->committed;
       newest->phase = Phase::kTraining;

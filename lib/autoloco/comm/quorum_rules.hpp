@@ -54,7 +54,7 @@ class QuorumRules {
   // endpoint; member 0 also committed and hash; run.* the run's identity). A hello that cannot
   // join is answered by a "refused" that closes the connection.
   std::vector<Outgoing> on_hello(ConnId conn, const ControlMessage& hello, double now);
-  // Any later message of that client (heartbeat, ready, join, result, state).
+  // Any later message of that client (heartbeat, ready, join, result, state, finished).
   std::vector<Outgoing> on_message(ConnId conn, const ControlMessage& m, double now);
   // Its connection closed (or the server dropped it).
   std::vector<Outgoing> on_closed(ConnId conn, double now);
@@ -132,6 +132,11 @@ class QuorumRules {
   std::map<int, Dc> dcs_;
   std::map<std::string, std::string> identity_;  // run.* of the first dc
   int64_t committed_ = 0;
+  // The round at which a dc finished the run (run.steps), 0 while none has: a dc behind it that
+  // nobody is left to heal is refused rather than let carry on from its own older state (a fork
+  // of the run under the same name).
+  int64_t finished_ = 0;
+  bool behind_finished_run(const Dc& dc);
   std::optional<double> first_ready_at_;
   std::optional<InFlight> in_flight_;
   int64_t next_id_ = 1;

@@ -457,6 +457,8 @@ TrainSummary Trainer::train() {
   stop_.drain();
   // A run stopped mid-flight (without a checkpoint) still completes its messages on every rank.
   if (sync_) sync_->settle();
+  // A dc stopped by a signal has not finished the run: a restart of it may go on with the others.
+  if (elastic_ && !s.stopped_by_signal) elastic_->finish(rounds_);
   if (options_.write_run_directory && !s.stopped_by_signal && config_.ckpt.at_end &&
       last_checkpoint_step_ != step_) {
     save_checkpoint("end");
