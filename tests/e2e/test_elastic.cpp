@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <regex>
 #include <string>
@@ -140,14 +141,22 @@ std::string number_text(const std::string& json, const std::string& key) {
   return std::regex_search(json, m, re) ? m[1].str() : std::string();
 }
 
-// The dcs of each committed round in a dc's syncs.jsonl, by round.
-std::vector<std::string> quorums(const std::string& dir, const std::string& name) {
-  std::vector<std::string> out;
-  const std::regex re("\"quorum_dcs\":\\[([0-9,]*)\\]");
+// The dcs of each round a dc committed (its syncs.jsonl), by round.
+std::map<int, std::string> quorums(const std::string& dir, const std::string& name) {
+  std::map<int, std::string> out;
+  const std::regex re("\"round\":([0-9]+),.*\"quorum_dcs\":\\[([0-9,]*)\\]");
   for (const std::string& line : read_lines(dir + "/runs/" + name + "/syncs.jsonl")) {
     std::smatch m;
-    if (std::regex_search(line, m, re)) out.push_back(m[1].str());
+    if (std::regex_search(line, m, re)) out[std::stoi(m[1].str())] = m[2].str();
   }
+  return out;
+}
+
+// Rounds 1 to 6, each committed by `dcs`.
+std::map<int, std::string> every_round(const std::string& dcs) {
+  std::map<int, std::string> out;
+  for (int r = 1; r <= 6; ++r)
+    out[r] = dcs;
   return out;
 }
 
@@ -178,7 +187,7 @@ TEST_CASE("e2e: two dcs as separate launches under a lighthouse train bit for bi
     const std::string s = summary(dir, name);
     CHECK(number_text(s, "final_eval_loss") == number_text(one, "final_eval_loss"));
     CHECK(number_text(s, "rounds") == "6");
-    CHECK(quorums(dir, name) == std::vector<std::string>(6, "0,1"));
+    CHECK(quorums(dir, name) == every_round("0,1"));
   }
   CHECK_FALSE(string_field(summary(dir, "e0"), "state_hash").empty());
   CHECK(string_field(summary(dir, "e0"), "state_hash") ==
@@ -194,8 +203,16 @@ TEST_CASE("e2e: a dc killed mid-round leaves the other dcs training every round 
   autoloco::test::write_tiny_corpus(dir + "/data");
   Lighthouse lighthouse(dir, limit);
   // dc 2 dies at the start of step 15, in round 4 (steps 13-16), never reaching its boundary.
-  std::vector<std::unique_ptr<ChildProcess>> dcs =
-      start_run(dir, lighthouse, 3, 2, "kill:rank=0:step=15");
+  // It starts first and dc 1 second, so that both train from round 0 (with min_dcs 2 they wait
+  // for each other); dc 0, started last, may be healed into a round already under way.
+  std::vector<std::unique_ptr<ChildProcess>> dcs(3);
+  for (const int dc : {2, 1, 0}) {
+    dcs[static_cast<size_t>(dc)] =
+        start_dc(dir, lighthouse, dc, 3, 2, dc == 2 ? "AUTOLOCO_FAULT=kill:rank=0:step=15" : "");
+    const std::string joined = "dc " + std::to_string(dc) + " joined";
+    autoloco::test::wait_until([&] { return contains(lighthouse.log(), joined); },
+                               [&] { return dcs[static_cast<size_t>(dc)]->running(); });
+  }
   const std::vector<int> codes = wait_all(dcs, limit);
   INFO(logs(dir, {"e0", "e1", "e2", "lighthouse"}));
   CHECK(codes[0] == 0);
@@ -203,12 +220,15 @@ TEST_CASE("e2e: a dc killed mid-round leaves the other dcs training every round 
   CHECK(codes[2] != 0);
   CHECK(contains(read_text(dir + "/e2.log"), "AUTOLOCO_FAULT"));
   CHECK(contains(lighthouse.log(), "dc 2 left"));
-  for (const std::string name : {"e0", "e1"}) {
-    const std::vector<std::string> q = quorums(dir, name);
-    // No survivor lost a round: all 6 committed, from round 4 on without dc 2.
-    REQUIRE(q.size() == 6);
-    for (size_t r = 3; r < q.size(); ++r)
-      CHECK(q[r] == "0,1");
+  // No survivor lost a round: dc 1 committed all 6, rounds 1-3 with dc 2, rounds 4-6 without.
+  const std::map<int, std::string> q1 = quorums(dir, "e1");
+  REQUIRE(q1.size() == 6);
+  for (int r = 1; r <= 3; ++r)
+    CHECK(contains(q1.at(r), "1,2"));
+  const std::map<int, std::string> q0 = quorums(dir, "e0");
+  for (int r = 4; r <= 6; ++r) {
+    CHECK(q1.at(r) == "0,1");
+    CHECK((q0.count(r) == 1 && q0.at(r) == "0,1"));
   }
   CHECK(string_field(summary(dir, "e0"), "state_hash") ==
         string_field(summary(dir, "e1"), "state_hash"));
@@ -245,7 +265,7 @@ TEST_CASE("e2e: a killed dc restarted with --resume auto is healed and ends with
   CHECK(string_field(summary(dir, "e1"), "state_hash") == hash);
   CHECK(string_field(summary(dir, "e2"), "state_hash") == hash);
   for (const std::string name : {"e0", "e1"})
-    CHECK(quorums(dir, name) == std::vector<std::string>(6, "0,1,2"));
+    CHECK(quorums(dir, name) == every_round("0,1,2"));
   CHECK(lighthouse.running());
 }
 
@@ -287,5 +307,5 @@ TEST_CASE(
   CHECK(string_field(summary(dir, "e2"), "state_hash") == hash);
   // No round was lost: round 3 was redone by all three once dc 2 was back.
   for (const std::string name : {"e0", "e1", "e2"})
-    CHECK(quorums(dir, name) == std::vector<std::string>(6, "0,1,2"));
+    CHECK(quorums(dir, name) == every_round("0,1,2"));
 }

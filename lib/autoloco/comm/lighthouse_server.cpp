@@ -4,8 +4,10 @@
 #include <sys/socket.h>
 
 #include <fmt/format.h>
+
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <memory>
 
@@ -30,12 +32,26 @@ struct LighthouseServer::Client {
   Client(std::string key) : handshake(std::move(key)) {}
 };
 
+namespace {
+
+// Quorum ids of this start: above every id a previous start of the lighthouse gave out (the
+// wall clock's milliseconds), so that the dcs' connections and call-offs of the old one never
+// match the new one's quorums.
+QuorumSettings with_fresh_ids(QuorumSettings s) {
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::system_clock::now().time_since_epoch());
+  s.first_quorum_id = static_cast<int64_t>(ms.count());
+  return s;
+}
+
+}  // namespace
+
 LighthouseServer::LighthouseServer(LighthouseOptions options, Log log)
     : options_(std::move(options)),
       log_(std::move(log)),
       listener_(listen_tcp(options_.listen)),
       port_(local_port(listener_)),
-      rules_(options_.settings, log_),
+      rules_(with_fresh_ids(options_.settings), log_),
       start_(Clock::now()) {}
 
 LighthouseServer::~LighthouseServer() = default;

@@ -33,8 +33,9 @@ struct QuorumSettings {
   double heartbeat_timeout_s = 5.0;
   // A quorum whose members have not all reported their all-reduce by then is called off.
   double result_timeout_s = 120.0;
-  // The first quorum id (distinct per lighthouse start, so that a restarted lighthouse's ids
-  // never match a stripe's connections of the previous one).
+  // The first quorum id. The lighthouse server starts above every id of its previous starts
+  // (lighthouse_server.cpp), so that a restarted lighthouse's ids never match a stripe's
+  // connections or call-offs of the previous one.
   int64_t first_quorum_id = 1;
 };
 
