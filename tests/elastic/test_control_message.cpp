@@ -56,7 +56,7 @@ TEST_CASE("split_list splits on the separator and keeps empty items", "[elastic]
   CHECK(split_list("a,,b") == std::vector<std::string>{"a", "", "b"});
 }
 
-TEST_CASE("dc ids and heals go into a field and back; malformed ones are protocol errors",
+TEST_CASE("dc ids and heals go into a field and back, malformed ones are protocol errors",
           "[elastic]") {
   CHECK(join_ids({}) == "none");
   CHECK(parse_ids("none").empty());

@@ -79,7 +79,7 @@ struct Client {
 
 }  // namespace
 
-TEST_CASE("lighthouse: a client with the key joins; one without is refused and named",
+TEST_CASE("lighthouse: a client with the key joins, one without is refused and named",
           "[elastic]") {
   RunningLighthouse lh;
   Client dc0(lh.endpoint(), kKey, hello_of(0));

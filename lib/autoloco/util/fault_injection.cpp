@@ -110,6 +110,7 @@ FaultPlan FaultPlan::parse(const std::string& text) {
   for (const std::string& entry : split(text, ',')) {
     if (!entry.empty()) plan.faults_.push_back(parse_one(entry));
   }
+  plan.fired_.assign(plan.faults_.size(), false);
   return plan;
 }
 
@@ -145,7 +146,6 @@ double FaultPlan::late_seconds(int dc, int64_t round) const {
 }
 
 void FaultPlan::at_sync(int dc, int64_t round) const {
-  fired_.resize(faults_.size());
   for (size_t i = 0; i < faults_.size(); ++i) {
     const Fault& f = faults_[i];
     if (f.kind == Fault::Kind::stop_sync && f.dc == dc && f.round == round && !fired_[i]) {
