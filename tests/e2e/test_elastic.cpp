@@ -1,8 +1,10 @@
 // The elastic mode end to end on loopback (docs/elastic.md): a lighthouse and each dc its own
 // mpirun. Two dcs train bit for bit what one job of both trains; a dc killed mid-round leaves
 // the others training every round; a dc restarted with --resume auto is healed and ends with the
-// others' state. The timeouts are generous: deaths here are closed connections, seen at once,
-// so no outcome depends on the machine's speed.
+// others' state; a dc frozen inside the all-reduce is dropped and, thawed, joins again. The
+// timeouts are generous (deaths here are closed connections, seen at once) except the frozen
+// dc's heartbeat timeout, which is what that test is about; the tests wait for events, and
+// min_dcs keeps the survivors from running ahead where an outcome would depend on speed.
 #include <catch2/catch.hpp>
 
 #include <filesystem>
