@@ -34,6 +34,8 @@ import sys
 import time
 from pathlib import Path
 
+from drill_dir import earlier_rows, fresh_out
+
 REPO = Path(__file__).resolve().parent.parent
 ROUNDS, H, FAULT_ROUND = 40, 10, 8
 CASES = ["kill", "stop", "stop-sync", "partition"]
@@ -235,16 +237,9 @@ def main():
                    help="only print the table of an earlier drill's OUT/drill.jsonl")
     args = p.parse_args()
     if args.table:
-        with open(Path(args.out) / "drill.jsonl") as f:
-            print_table([json.loads(line) for line in f])
+        print_table(earlier_rows(args.out))
         return
-    if not list(Path(args.data).glob("train_*.bin")):
-        sys.exit(f"elastic_drill: no shards in {args.data}; run scripts/prepare-data.sh "
-                 f"{args.bin} first")
-    out = Path(args.out)
-    if out.exists() and any(out.iterdir()):
-        sys.exit(f"elastic_drill: {out} is not empty; give another --out")
-    out.mkdir(parents=True, exist_ok=True)
+    out = fresh_out("elastic_drill", args)
     lab = "partition" in args.cases
     if lab:
         subprocess.run(netlab("up", str(max(args.dcs))), check=True)

@@ -23,6 +23,8 @@ import threading
 import time
 from pathlib import Path
 
+from drill_dir import earlier_rows, fresh_out
+
 REPO = Path(__file__).resolve().parent.parent
 
 # name, AUTOLOCO_FAULT, extra --set overrides, what the case shows
@@ -134,16 +136,9 @@ def main():
                    help="only print the table of an earlier drill's OUT/drill.jsonl")
     args = p.parse_args()
     if args.table:
-        with open(Path(args.out) / "drill.jsonl") as f:
-            print_table([json.loads(line) for line in f])
+        print_table(earlier_rows(args.out))
         return
-    if not list(Path(args.data).glob("train_*.bin")):
-        sys.exit(f"fault_drill: no shards in {args.data}; run scripts/prepare-data.sh "
-                 f"{args.bin} first")
-    out = Path(args.out)
-    if out.exists() and any(out.iterdir()):
-        sys.exit(f"fault_drill: {out} is not empty; give another --out")
-    out.mkdir(parents=True, exist_ok=True)
+    out = fresh_out("fault_drill", args)
 
     # The reference for the late-within-timeout case: the same job without a fault.
     rc, _, _, _, _ = run_case(args, "reference", "", [], 600)
