@@ -19,9 +19,13 @@ A survivor's stall is its wait at the boundary of the rounds the fault struck (b
 syncs.jsonl: from posting ready to the commit) less its median wait over the rounds before the
 fault; the row gives the largest over the survivors, and the largest over those that are not
 ring neighbours of the lost dc (with 4 dcs, dc 1). `back_s` is the time from the relaunch (or
-the SIGCONT, or the mend) to the lost dc's first committed round. Everything lands under
-OUT/<N>dcs-<case>/ (the lighthouse's and each dc's log, the run directories) and one line per
-case in OUT/drill.jsonl; the Markdown table of docs/faults.md is printed at the end.
+the SIGCONT, or the mend) to the lost dc's first committed round. For the relaunched dc of
+`kill` that time is split as it went (the heal event of its metrics.jsonl): the process's start
+up to its hello (MPI, data, model, its checkpoint), the rendezvous with the lighthouse, the wait
+for the run's next boundary, the transfer of the state, its check, and the first round it then
+trains itself. Everything lands under OUT/<N>dcs-<case>/ (the lighthouse's and each dc's log,
+the run directories) and one line per case in OUT/drill.jsonl; the Markdown tables of
+docs/faults.md are printed at the end.
 """
 import argparse
 import json
@@ -191,14 +195,29 @@ def measure(case, dcs, fault, back_from, codes):
     back = [x for x in syncs(case.out, lost) if x["committed_unix_s"] >= back_from]
     hashes = {syncs(case.out, d)[-1]["state_hash"] for d in range(dcs) if syncs(case.out, d)}
     struck_round = next((x for x in syncs(case.out, 0) if x["round"] == FAULT_ROUND), {})
+    join = join_split(case.out, lost, back_from, back[0] if back else None)
     return {
         "dcs": dcs, "case": fault, "out": str(case.out), "exit_codes": codes,
         "stall_s": max(stalls.values()), "stall_far_s": max(far) if far else None,
         "stalls_s": stalls, "attempts_in_struck_round": struck_round.get("attempts"),
         "quorum_of_struck_round": struck_round.get("quorum_dcs"),
         "back_s": back[0]["committed_unix_s"] - back_from if back else None,
-        "final_hashes_equal": len(hashes) == 1,
+        "final_hashes_equal": len(hashes) == 1, "join": join,
     }
+
+
+def join_split(out, dc, launched, first_commit):
+    """A relaunched dc's way back, from its first heal after a join (None without one)."""
+    path = Path(out, "runs", f"dc{dc}", "metrics.jsonl")
+    events = [json.loads(line) for line in path.read_text().splitlines() if line.strip()] \
+        if path.exists() else []
+    heal = next((e for e in events if e.get("event") == "heal" and "rendezvous_s" in e), None)
+    if heal is None or first_commit is None:
+        return None
+    parts = {k: heal[k] for k in ("rendezvous_s", "boundary_wait_s", "transfer_s", "check_s")}
+    parts["start_s"] = heal["unix_s"] - launched - sum(parts.values())
+    parts["first_round_s"] = first_commit["committed_unix_s"] - heal["unix_s"]
+    return parts
 
 
 def normal_sync_s(out, dcs):
@@ -226,6 +245,22 @@ def print_table(rows):
               f"{back} | {same} |")
 
 
+def print_join_table(rows):
+    joins = [r for r in rows if r.get("join")]
+    if not joins:
+        return
+    print()
+    print("| dcs | start, to its hello | rendezvous | waiting for the boundary | transfer | check "
+          "| its first round | back in a committed round |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    for r in joins:
+        j = r["join"]
+        cells = [j[k] for k in ("start_s", "rendezvous_s", "boundary_wait_s", "transfer_s",
+                                "check_s", "first_round_s")]
+        print(f"| {r['dcs']} | " + " | ".join(f"{c:.2f} s" for c in cells) +
+              f" | {r['back_s']:.2f} s |")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--bin", default=str(REPO / "build/release/apps"))
@@ -237,7 +272,9 @@ def main():
                    help="only print the table of an earlier drill's OUT/drill.jsonl")
     args = p.parse_args()
     if args.table:
-        print_table(earlier_rows(args.out))
+        rows = earlier_rows(args.out)
+        print_table(rows)
+        print_join_table(rows)
         return
     out = fresh_out("elastic_drill", args)
     lab = "partition" in args.cases
@@ -258,6 +295,7 @@ def main():
         if lab:
             subprocess.run(netlab("down"))
     print_table(rows)
+    print_join_table(rows)
 
 
 if __name__ == "__main__":

@@ -1,104 +1,48 @@
 // The elastic mode end to end on loopback (docs/elastic.md): a lighthouse and each dc its own
 // mpirun. Two dcs train bit for bit what one job of both trains; a dc killed mid-round leaves
 // the others training every round; a dc restarted with --resume auto is healed and ends with the
-// others' state; a dc frozen inside the all-reduce is dropped and, thawed, joins again. The
-// timeouts are generous (deaths here are closed connections, seen at once) except the frozen
-// dc's heartbeat timeout, which is what that test is about; the tests wait for events, and
-// min_dcs keeps the survivors from running ahead where an outcome would depend on speed.
+// others' state, also with a 4-bit wire, AutoLoCo's controller and Muon; a dc frozen inside the
+// all-reduce is dropped and, thawed, joins again. The timeouts are generous (deaths here are
+// closed connections, seen at once) except the frozen dc's heartbeat timeout, which is what that
+// test is about; the tests wait for events, and min_dcs keeps the survivors from running ahead
+// where an outcome would depend on speed.
 #include <catch2/catch.hpp>
 
-#include <filesystem>
+#include <cstdio>
 #include <map>
 #include <memory>
-#include <regex>
 #include <string>
 #include <vector>
 
-#include "../support/child_process.hpp"
-#include "../support/run_files.hpp"
+#include "../support/elastic_run.hpp"
 #include "../support/temp_dir.hpp"
 #include "../support/tiny_corpus.hpp"
-#include "../support/wait.hpp"
 
 using autoloco::test::ChildProcess;
 using autoloco::test::contains;
-using autoloco::test::read_lines;
+using autoloco::test::final_hash;
+using autoloco::test::Lighthouse;
+using autoloco::test::logs;
+using autoloco::test::number_text;
+using autoloco::test::quorums;
 using autoloco::test::read_text;
 using autoloco::test::run_command;
 using autoloco::test::TestLimit;
+using autoloco::test::wait_all;
 
 namespace {
 
-// The tiny model of the fault tests: 1 layer, H = 4, 24 steps, a checkpoint every 8.
-std::string train_args(const std::string& dir, const std::string& name) {
-  return std::string(AUTOLOCO_TRAIN_EXE) + " " + AUTOLOCO_SOURCE_DIR + "/configs/diloco.yaml" +
-         " --set model.n_layer=1 --set model.d_model=32 --set model.n_head=2"
-         " --set model.seq_len=32 --set run.eval_every=0 --set run.log_every=4"
-         " --set inner.warmup_steps=2 --set data.batch_size=2 --set interval.H=4"
-         " --set run.threads=1 --set ckpt.every_steps=8 --set run.steps=24"
-         " --set data.train=" +
-         dir + "/data/train_*.bin --set data.val=" + dir +
-         "/data/val_*.bin --set run.out_dir=" + dir + "/runs --set run.name=" + name;
+std::string summary(const std::string& dir, const std::string& name) {
+  return autoloco::test::run_summary(dir, name);
 }
-
-std::string mpirun(int ranks) {
-  return std::string(AUTOLOCO_MPIEXEC) + " -n " + std::to_string(ranks) +
-         " --oversubscribe --allow-run-as-root --bind-to none ";
-}
-
-// A lighthouse on a free loopback port, with a new key in `dir`.
-class Lighthouse {
- public:
-  explicit Lighthouse(const std::string& dir, const TestLimit& limit) : dir_(dir) {
-    REQUIRE(run_command(std::string(AUTOLOCO_LIGHTHOUSE_EXE) + " --make-key " + key() +
-                        " > /dev/null") == 0);
-    process_ = std::make_unique<ChildProcess>(
-        std::string(AUTOLOCO_LIGHTHOUSE_EXE) + " --host 127.0.0.1 --port 0 --key-file " + key(),
-        log_path());
-    const std::regex listening("listening on 127\\.0\\.0\\.1:([0-9]+)");
-    std::string log;
-    autoloco::test::wait_until(
-        [&] {
-          log = read_text(log_path());
-          return std::regex_search(log, listening);
-        },
-        [&] { return process_->running() && limit.time_left(); });
-    INFO(log);
-    std::smatch m;
-    REQUIRE(std::regex_search(log, m, listening));
-    port_ = m[1].str();
-  }
-  ~Lighthouse() {
-    process_->signal(SIGTERM);
-    process_->wait();
-  }
-
-  std::string key() const { return dir_ + "/key"; }
-  std::string log_path() const { return dir_ + "/lighthouse.log"; }
-  std::string log() const { return read_text(log_path()); }
-  bool running() { return process_->running(); }
-
-  // autoloco-train's settings for dc `dc` of `dcs`, at least `min_dcs` in every round.
-  std::string elastic_args(int dc, int dcs, int min_dcs) const {
-    return " --set elastic.lighthouse=127.0.0.1:" + port_ + " --set elastic.key_file=" + key() +
-           " --set elastic.dc=" + std::to_string(dc) + " --set elastic.dcs=" + std::to_string(dcs) +
-           " --set elastic.min_dcs=" + std::to_string(min_dcs) +
-           " --set elastic.heartbeat_timeout_s=60 --set elastic.collective_timeout_s=120"
-           " --set elastic.round_deadline_s=300 --set elastic.quorum_timeout_s=500";
-  }
-
- private:
-  std::string dir_;
-  std::string port_;
-  std::unique_ptr<ChildProcess> process_;
-};
 
 // One dc's launch, with the variables of `env` ("NAME=VALUE ...") set for it.
 std::unique_ptr<ChildProcess> start_dc(const std::string& dir, const Lighthouse& lighthouse, int dc,
                                        int dcs, int min_dcs, const std::string& env = "",
                                        const std::string& extra = "") {
   const std::string name = "e" + std::to_string(dc);
-  return std::make_unique<ChildProcess>("env " + env + " " + mpirun(1) + train_args(dir, name) +
+  return std::make_unique<ChildProcess>("env " + env + " " + autoloco::test::mpirun_args(1) +
+                                            autoloco::test::elastic_train_args(dir, name) +
                                             lighthouse.elastic_args(dc, dcs, min_dcs) + " " + extra,
                                         dir + "/" + name + ".log");
 }
@@ -116,57 +60,12 @@ std::vector<std::unique_ptr<ChildProcess>> start_run(const std::string& dir,
   return out;
 }
 
-// Waits for each dc's job to end (bounded by the test's time) and returns their exit codes.
-std::vector<int> wait_all(std::vector<std::unique_ptr<ChildProcess>>& dcs, const TestLimit& limit) {
-  std::vector<int> codes;
-  for (auto& dc : dcs) {
-    autoloco::test::wait_until([&] { return !dc->running(); }, [&] { return limit.time_left(); });
-    codes.push_back(dc->running() ? -1 : dc->wait());
-  }
-  return codes;
-}
-
-std::string summary(const std::string& dir, const std::string& name) {
-  return read_text(dir + "/runs/" + name + "/summary.json");
-}
-
-std::string string_field(const std::string& json, const std::string& key) {
-  std::smatch m;
-  const std::regex re("\"" + key + "\":\"([^\"]*)\"");
-  return std::regex_search(json, m, re) ? m[1].str() : std::string();
-}
-
-// The raw text of a number in flat JSON, for comparisons bit for bit.
-std::string number_text(const std::string& json, const std::string& key) {
-  std::smatch m;
-  const std::regex re("\"" + key + "\":(-?[0-9.eE+-]+)");
-  return std::regex_search(json, m, re) ? m[1].str() : std::string();
-}
-
-// The dcs of each round a dc committed (its syncs.jsonl), by round.
-std::map<int, std::string> quorums(const std::string& dir, const std::string& name) {
-  std::map<int, std::string> out;
-  const std::regex re("\"round\":([0-9]+),.*\"quorum_dcs\":\\[([0-9,]*)\\]");
-  for (const std::string& line : read_lines(dir + "/runs/" + name + "/syncs.jsonl")) {
-    std::smatch m;
-    if (std::regex_search(line, m, re)) out[std::stoi(m[1].str())] = m[2].str();
-  }
-  return out;
-}
-
 // Rounds 1 to 6, each committed by `dcs`.
 std::map<int, std::string> every_round(const std::string& dcs) {
   std::map<int, std::string> out;
   for (int r = 1; r <= 6; ++r)
     out[r] = dcs;
   return out;
-}
-
-std::string logs(const std::string& dir, const std::vector<std::string>& names) {
-  std::string all;
-  for (const auto& n : names)
-    all += "--- " + n + "\n" + read_text(dir + "/" + n + ".log");
-  return all;
 }
 
 }  // namespace
@@ -177,8 +76,9 @@ TEST_CASE("e2e: two dcs as separate launches under a lighthouse train bit for bi
   const autoloco::test::TempDir tmp("e2e-elastic-same");
   const std::string dir = tmp.str();
   autoloco::test::write_tiny_corpus(dir + "/data");
-  REQUIRE(run_command(mpirun(2) + train_args(dir, "onejob") + " > " + dir + "/onejob.log 2>&1") ==
-          0);
+  REQUIRE(run_command(autoloco::test::mpirun_args(2) +
+                      autoloco::test::elastic_train_args(dir, "onejob") + " > " + dir +
+                      "/onejob.log 2>&1") == 0);
   Lighthouse lighthouse(dir, limit);
   std::vector<std::unique_ptr<ChildProcess>> dcs = start_run(dir, lighthouse, 2, 2);
   const std::vector<int> codes = wait_all(dcs, limit);
@@ -191,9 +91,8 @@ TEST_CASE("e2e: two dcs as separate launches under a lighthouse train bit for bi
     CHECK(number_text(s, "rounds") == "6");
     CHECK(quorums(dir, name) == every_round("0,1"));
   }
-  CHECK_FALSE(string_field(summary(dir, "e0"), "state_hash").empty());
-  CHECK(string_field(summary(dir, "e0"), "state_hash") ==
-        string_field(summary(dir, "e1"), "state_hash"));
+  CHECK_FALSE(final_hash(dir, "e0").empty());
+  CHECK(final_hash(dir, "e0") == final_hash(dir, "e1"));
   CHECK(contains(lighthouse.log(), "round 6 committed by dcs 0,1"));
 }
 
@@ -232,8 +131,7 @@ TEST_CASE("e2e: a dc killed mid-round leaves the other dcs training every round 
     CHECK(q1.at(r) == "0,1");
     CHECK((q0.count(r) == 1 && q0.at(r) == "0,1"));
   }
-  CHECK(string_field(summary(dir, "e0"), "state_hash") ==
-        string_field(summary(dir, "e1"), "state_hash"));
+  CHECK(final_hash(dir, "e0") == final_hash(dir, "e1"));
 }
 
 TEST_CASE("e2e: a killed dc restarted with --resume auto is healed and ends with the others' state",
@@ -262,17 +160,17 @@ TEST_CASE("e2e: a killed dc restarted with --resume auto is healed and ends with
   const std::string restarted = read_text(dir + "/e2.log");
   CHECK(contains(restarted, "(to be healed)"));
   CHECK(contains(restarted, "dc 2: healed from dc "));
-  const std::string hash = string_field(summary(dir, "e0"), "state_hash");
+  const std::string hash = final_hash(dir, "e0");
   CHECK_FALSE(hash.empty());
-  CHECK(string_field(summary(dir, "e1"), "state_hash") == hash);
-  CHECK(string_field(summary(dir, "e2"), "state_hash") == hash);
+  CHECK(final_hash(dir, "e1") == hash);
+  CHECK(final_hash(dir, "e2") == hash);
   for (const std::string name : {"e0", "e1"})
     CHECK(quorums(dir, name) == every_round("0,1,2"));
   CHECK(lighthouse.running());
 }
 
 TEST_CASE(
-    "e2e: a dc frozen inside the all-reduce is dropped; thawed, it joins again and the "
+    "e2e: a dc frozen inside the all-reduce is dropped, and thawed it joins again and the "
     "run ends as one",
     "[e2e][elastic]") {
   const TestLimit limit;
@@ -303,11 +201,54 @@ TEST_CASE(
   // Back in the run: the lighthouse saw dc 2 join a second time.
   const std::string lh = lighthouse.log();
   CHECK(lh.find("dc 2 joined at round") != lh.rfind("dc 2 joined at round"));
-  const std::string hash = string_field(summary(dir, "e0"), "state_hash");
+  const std::string hash = final_hash(dir, "e0");
   CHECK_FALSE(hash.empty());
-  CHECK(string_field(summary(dir, "e1"), "state_hash") == hash);
-  CHECK(string_field(summary(dir, "e2"), "state_hash") == hash);
+  CHECK(final_hash(dir, "e1") == hash);
+  CHECK(final_hash(dir, "e2") == hash);
   // No round was lost: round 3 was redone by all three once dc 2 was back.
   for (const std::string name : {"e0", "e1", "e2"})
     CHECK(quorums(dir, name) == every_round("0,1,2"));
+}
+
+TEST_CASE(
+    "e2e: a 4-bit wire with error feedback, AutoLoCo's controller and Muon carry across a heal",
+    "[e2e][elastic]") {
+  const TestLimit limit;
+  const autoloco::test::TempDir tmp("e2e-elastic-carry");
+  const std::string dir = tmp.str();
+  autoloco::test::write_tiny_corpus(dir + "/data");
+  Lighthouse lighthouse(dir, limit);
+  // The state a heal must carry beyond plain DiLoCo's: the adaptive interval (H moves from
+  // round to round), and a compressed wire whose residual a called-off round gives back. Muon
+  // is the inner step, each dc's own. min_dcs 2 keeps dc 0 at the boundary for dc 1's return.
+  const std::string carry =
+      "--set outer.wire_dtype=int4 --set outer.error_feedback=true"
+      " --set interval.controller=autoloco --set interval.H_min=2 --set interval.H_max=8"
+      " --set inner.optimizer=muon";
+  std::vector<std::unique_ptr<ChildProcess>> dcs;
+  dcs.push_back(start_dc(dir, lighthouse, 0, 2, 2, "", carry));
+  dcs.push_back(start_dc(dir, lighthouse, 1, 2, 2, "AUTOLOCO_FAULT=kill:rank=0:step=15", carry));
+  autoloco::test::wait_until([&] { return !dcs[1]->running(); }, [&] { return limit.time_left(); });
+  const int killed = dcs[1]->running() ? -1 : dcs[1]->wait();
+  {
+    INFO(logs(dir, {"e1", "lighthouse"}));
+    REQUIRE(killed != 0);
+    REQUIRE(killed != -1);
+  }
+  std::rename((dir + "/e1.log").c_str(), (dir + "/e1-killed.log").c_str());
+  dcs[1] = start_dc(dir, lighthouse, 1, 2, 2, "", carry + " --resume auto");
+  const std::vector<int> codes = wait_all(dcs, limit);
+  INFO(logs(dir, {"e0", "e1-killed", "e1", "lighthouse"}));
+  CHECK(codes == std::vector<int>{0, 0});
+  CHECK(contains(read_text(dir + "/e1.log"), "dc 1: healed from dc 0"));
+  const std::string hash = final_hash(dir, "e0");
+  CHECK_FALSE(hash.empty());
+  CHECK(final_hash(dir, "e1") == hash);
+  CHECK(number_text(summary(dir, "e1"), "rounds") == number_text(summary(dir, "e0"), "rounds"));
+  // Every round dc 0 committed was committed by both: none without the other, none lost.
+  const std::map<int, std::string> q0 = quorums(dir, "e0");
+  REQUIRE_FALSE(q0.empty());
+  CHECK(q0.size() == static_cast<size_t>(std::stoi(number_text(summary(dir, "e0"), "rounds"))));
+  for (const auto& [round, members] : q0)
+    CHECK(members == "0,1");
 }

@@ -208,3 +208,39 @@ TEST_CASE("config: inner.optimizer muon, its keys' ranges, and no sharding with 
             Contains("use topology.shard none"));
   }
 }
+
+TEST_CASE("config: the elastic mode's keys, nested timeouts, and what it refuses by name",
+          "[config][elastic]") {
+  const std::vector<std::string> on = {"elastic.lighthouse=lh:7000", "elastic.dc=1",
+                                       "elastic.dcs=3", "elastic.key_file=/k"};
+  const auto with = [&](std::vector<std::string> more) {
+    more.insert(more.begin(), on.begin(), on.end());
+    return config_error(more);
+  };
+  CHECK(with({}).empty());
+  CHECK_FALSE(parse_config("").elastic.enabled());
+  CHECK_THAT(with({"elastic.dc=3"}), Contains("elastic.dc") && Contains("0..2"));
+  CHECK_THAT(with({"elastic.min_dcs=4"}), Contains("elastic.min_dcs"));
+  CHECK_THAT(with({"elastic.key_file=''"}), Contains("elastic.key_file") && Contains("--make-key"));
+  CHECK_THAT(with({"elastic.heartbeat_timeout_s=0.5"}),
+             Contains("elastic.heartbeat_timeout_s") && Contains("elastic.heartbeat_s"));
+  CHECK_THAT(with({"elastic.collective_timeout_s=2"}), Contains("elastic.collective_timeout_s"));
+  CHECK_THAT(with({"elastic.quorum_timeout_s=30"}), Contains("elastic.quorum_timeout_s"));
+  CHECK_THAT(with({"elastic.round_deadline_s=700"}), Contains("elastic.round_deadline_s"));
+  CHECK_THAT(with({"outer.method=ddp"}), Contains("outer.method") && Contains("ddp"));
+  // What a heal does not carry yet is refused at start, naming the key (docs/elastic.md); more
+  // than one instance needs batch.controller adloco, refused first.
+  for (const std::vector<std::string>& refused :
+       std::vector<std::vector<std::string>>{{"outer.overlap_steps=2"},
+                                             {"outer.fragments=2"},
+                                             {"batch.controller=adloco"},
+                                             {"topology.ranks_per_dc=2", "topology.shard=full"}}) {
+    const std::string key = refused.back().substr(0, refused.back().find('='));
+    CHECK_THAT(with(refused), Contains(key) && Contains("not carried across a change"));
+  }
+  // What it does carry: wire formats with error feedback, AutoLoCo's controller, Muon, and a
+  // dc of several ranks that is not sharded.
+  CHECK(with({"outer.wire_dtype=int4", "outer.error_feedback=true", "interval.controller=autoloco",
+              "inner.optimizer=muon", "topology.ranks_per_dc=2"})
+            .empty());
+}

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 
 #include "autoloco/util/mpi_check.hpp"
@@ -126,6 +127,7 @@ ElasticDecision ElasticLink::start(int64_t committed, const std::string& hash) {
   o.heartbeat_s = settings_.heartbeat_s;
   o.reconnect_s = settings_.quorum_timeout_s;
   // A lighthouse that cannot be reached, or refuses this dc, fails on every member alike.
+  const auto began = std::chrono::steady_clock::now();
   std::string error;
   try {
     client_ = std::make_unique<QuorumClient>(o, committed, hash, log_);
@@ -136,6 +138,7 @@ ElasticDecision ElasticLink::start(int64_t committed, const std::string& hash) {
     throw CommError(error.empty() ? "another member of this dc could not join the lighthouse"
                                   : error);
   }
+  rendezvous_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
   ElasticDecision d;
   if (member_ == 0) d = await_decision(0, false);
   return broadcast(d);

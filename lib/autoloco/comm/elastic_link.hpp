@@ -93,6 +93,9 @@ class ElasticLink {
 
   const ElasticSettings& settings() const { return settings_; }
   int member() const { return member_; }
+  // start()'s rendezvous: the seconds until every member had reached the lighthouse and been let
+  // in, before it waited for its first decision (a join's time, split: docs/faults.md).
+  double rendezvous_s() const { return rendezvous_s_; }
 
  private:
   class Stripe;
@@ -112,6 +115,7 @@ class ElasticLink {
   std::vector<Socket> sockets_;
   std::unique_ptr<TcpPeerExchange> exchange_;
   std::unique_ptr<Stripe> stripe_;
+  double rendezvous_s_ = 0.0;
 };
 
 // ControlMessage <-> decision (what member 0 broadcasts in its dc).

@@ -316,6 +316,10 @@ class Trainer {
   double elastic_boundary_s_ = 0.0;  // the last round's wait at its boundary, ready to commit
   std::string elastic_hash_;
   int64_t elastic_heals_ = 0;
+  // A join's time until its heal, split (docs/faults.md): reaching the lighthouse, then waiting
+  // for the run's next boundary; negative once that heal is logged, or when it was no join.
+  double elastic_rendezvous_s_ = -1.0;
+  double elastic_join_wait_s_ = -1.0;
   // The step and progress clock of the last commit (what a heal hands on).
   int64_t elastic_commit_step_ = 0;
   int64_t elastic_commit_progress_ = 0;

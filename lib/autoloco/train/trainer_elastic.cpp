@@ -8,6 +8,7 @@
 #include <fmt/ranges.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -156,25 +157,39 @@ void Trainer::elastic_heal(ElasticDecision d) {
       install_heal(bytes);
       elastic_->report_state(rounds_, elastic_hash_);
       ++elastic_heals_;
+      const double check_s = t.seconds() - transfer_s;
+      const bool join = elastic_join_wait_s_ >= 0.0;
       if (topo_.member == 0) {
         log::info(
-            "dc {}: healed from dc {} after round {} ({} bytes: {:.2f} s transfer, {:.2f} s "
+            "dc {}: healed from dc {} after round {} ({} bytes: {}{:.2f} s transfer, {:.2f} s "
             "check); state {}",
-            dc_id(), d.source, rounds_, bytes.size(), transfer_s, t.seconds() - transfer_s,
-            elastic_hash_.substr(0, 16));
+            dc_id(), d.source, rounds_, bytes.size(),
+            join ? fmt::format("{:.2f} s rendezvous, {:.2f} s waiting for the boundary, ",
+                               elastic_rendezvous_s_, elastic_join_wait_s_)
+                 : std::string(),
+            transfer_s, check_s, elastic_hash_.substr(0, 16));
       }
       if (run_dir_) {
-        run_dir_->append_metrics(JsonObject()
-                                     .add("event", "heal")
-                                     .add("step", step_)
-                                     .add("round", rounds_)
-                                     .add("source_dc", d.source)
-                                     .add("quorum", d.quorum)
-                                     .add("bytes", static_cast<int64_t>(bytes.size()))
-                                     .add("transfer_s", transfer_s)
-                                     .add("check_s", t.seconds() - transfer_s)
-                                     .add("state_hash", elastic_hash_));
+        JsonObject event;
+        event.add("event", "heal")
+            .add("step", step_)
+            .add("round", rounds_)
+            .add("source_dc", d.source)
+            .add("quorum", d.quorum)
+            .add("bytes", static_cast<int64_t>(bytes.size()));
+        if (join) {
+          event.add("rendezvous_s", elastic_rendezvous_s_)
+              .add("boundary_wait_s", elastic_join_wait_s_);
+        }
+        event.add("transfer_s", transfer_s)
+            .add("check_s", check_s)
+            .add("unix_s",
+                 std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+                     .count())
+            .add("state_hash", elastic_hash_);
+        run_dir_->append_metrics(event);
       }
+      elastic_rendezvous_s_ = elastic_join_wait_s_ = -1.0;
       return;
     } catch (const CommError& e) {
       if (topo_.member == 0)
@@ -194,7 +209,10 @@ void Trainer::elastic_begin() {
   step_ = elastic_commit_step_;
   elastic_hash_ = state_hash();
   step_ = step;
+  const Timer joining;
   const ElasticDecision d = elastic_->start(rounds_, elastic_hash_);
+  elastic_rendezvous_s_ = elastic_->rendezvous_s();
+  elastic_join_wait_s_ = joining.seconds() - elastic_rendezvous_s_;
   if (topo_.member == 0) {
     log::info("dc {}: joined the lighthouse at {} at round {} ({}); state {}", dc_id(),
               elastic_settings_.lighthouse.str(), rounds_,
