@@ -2,15 +2,17 @@
 // mpirun. Two dcs train bit for bit what one job of both trains; a dc killed mid-round leaves
 // the others training every round; a dc restarted with --resume auto is healed and ends with the
 // others' state, also with a 4-bit wire, AutoLoCo's controller and Muon; a dc frozen inside the
-// all-reduce is dropped and, thawed, joins again. The timeouts are generous (deaths here are
-// closed connections, seen at once) except the frozen dc's heartbeat timeout, which is what that
-// test is about; the tests wait for events, and min_dcs keeps the survivors from running ahead
-// where an outcome would depend on speed.
+// all-reduce is dropped and, thawed, joins again; a lighthouse killed and started again costs
+// no round. The timeouts are generous (deaths here are closed connections, seen at once) except
+// the frozen dc's heartbeat timeout, which is what that test is about; the tests wait for
+// events, and min_dcs keeps the survivors from running ahead where an outcome would depend on
+// speed.
 #include <catch2/catch.hpp>
 
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -66,6 +68,21 @@ std::map<int, std::string> every_round(const std::string& dcs) {
   for (int r = 1; r <= 6; ++r)
     out[r] = dcs;
   return out;
+}
+
+// Whether a child of process `pid` (the rank that an mpirun started) is stopped (SIGSTOP).
+bool child_stopped(int pid) {
+  const std::string children =
+      read_text("/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid) + "/children");
+  std::istringstream in(children);
+  for (int child = 0; in >> child;) {
+    const std::string stat = read_text("/proc/" + std::to_string(child) + "/stat");
+    const size_t close = stat.rfind(')');
+    if (close != std::string::npos && close + 2 < stat.size() && stat[close + 2] == 'T') {
+      return true;
+    }
+  }
+  return false;
 }
 
 }  // namespace
@@ -249,6 +266,51 @@ TEST_CASE(
   const std::map<int, std::string> q0 = quorums(dir, "e0");
   REQUIRE_FALSE(q0.empty());
   CHECK(q0.size() == static_cast<size_t>(std::stoi(number_text(summary(dir, "e0"), "rounds"))));
+  for (const auto& [round, members] : q0)
+    CHECK(members == "0,1");
+}
+
+TEST_CASE("e2e: a lighthouse killed mid-run and started again costs a round, not the run",
+          "[e2e][elastic]") {
+  const TestLimit limit;
+  const autoloco::test::TempDir tmp("e2e-elastic-lighthouse");
+  const std::string dir = tmp.str();
+  autoloco::test::write_tiny_corpus(dir + "/data");
+  Lighthouse lighthouse(dir, limit);
+  // 12 rounds, min_dcs 2. dc 1 stops itself in round 5 (SIGSTOP; the heartbeat timeout is a
+  // minute), so dc 0 waits at round 5's boundary while the lighthouse is killed and started
+  // again: nothing here races the run's speed. The new lighthouse keeps no state of its own and
+  // rebuilds the run from the dcs' hellos; dc 1, continued, finds it too.
+  std::vector<std::unique_ptr<ChildProcess>> dcs;
+  for (int dc = 0; dc < 2; ++dc) {
+    const std::string name = "e" + std::to_string(dc);
+    dcs.push_back(std::make_unique<ChildProcess>(
+        std::string(dc == 1 ? "env AUTOLOCO_FAULT=stop:rank=0:step=18 " : "") +
+            autoloco::test::mpirun_args(1) + autoloco::test::elastic_train_args(dir, name, 48) +
+            lighthouse.elastic_args(dc, 2, 2),
+        dir + "/" + name + ".log"));
+  }
+  const bool stopped = autoloco::test::wait_until(
+      [&] {
+        return autoloco::test::committed_round(dir, "e0") >= 4 && child_stopped(dcs[1]->pid());
+      },
+      [&] { return dcs[0]->running() && dcs[1]->running() && limit.time_left(); });
+  {
+    INFO(logs(dir, {"e0", "e1", "lighthouse"}));
+    REQUIRE(stopped);
+  }
+  lighthouse.kill_and_restart(limit);
+  dcs[1]->signal(SIGCONT);
+  const std::vector<int> codes = wait_all(dcs, limit);
+  INFO(logs(dir, {"e0", "e1", "lighthouse", "lighthouse-1"}));
+  CHECK(codes == std::vector<int>{0, 0});
+  // The new lighthouse took the run over from the dcs and saw it to the end.
+  CHECK(contains(lighthouse.log(), "round 12 committed by dcs 0,1"));
+  const std::string hash = final_hash(dir, "e0");
+  CHECK_FALSE(hash.empty());
+  CHECK(final_hash(dir, "e1") == hash);
+  const std::map<int, std::string> q0 = quorums(dir, "e0");
+  CHECK(q0.size() == 12);
   for (const auto& [round, members] : q0)
     CHECK(members == "0,1");
 }

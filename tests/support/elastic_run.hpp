@@ -46,25 +46,10 @@ class Lighthouse {
  public:
   Lighthouse(const std::string& dir, const TestLimit& limit, const std::string& prefix = "",
              const std::string& host = "127.0.0.1", int port = 0)
-      : dir_(dir) {
+      : dir_(dir), prefix_(prefix), host_(host) {
     REQUIRE(run_command(std::string(AUTOLOCO_LIGHTHOUSE_EXE) + " --make-key " + key() +
                         " > /dev/null") == 0);
-    process_ = std::make_unique<ChildProcess>(prefix + " " + AUTOLOCO_LIGHTHOUSE_EXE + " --host " +
-                                                  host + " --port " + std::to_string(port) +
-                                                  " --key-file " + key(),
-                                              log_path());
-    const std::regex listening("listening on ([0-9.]+:[0-9]+)");
-    std::string log;
-    wait_until(
-        [&] {
-          log = read_text(log_path());
-          return std::regex_search(log, listening);
-        },
-        [&] { return process_->running() && limit.time_left(); });
-    INFO(log);
-    std::smatch m;
-    REQUIRE(std::regex_search(log, m, listening));
-    address_ = m[1].str();
+    address_ = start(port, limit);
   }
   ~Lighthouse() {
     process_->signal(SIGTERM);
@@ -73,8 +58,20 @@ class Lighthouse {
   Lighthouse(const Lighthouse&) = delete;
   Lighthouse& operator=(const Lighthouse&) = delete;
 
+  // Kills the lighthouse (SIGKILL: it keeps nothing) and starts a new one at the same address
+  // with the same key; its log is lighthouse-N.log for the N-th restart.
+  void kill_and_restart(const TestLimit& limit) {
+    process_->signal(SIGKILL);
+    process_->wait();
+    ++restarts_;
+    const std::string port = address_.substr(address_.rfind(':') + 1);
+    REQUIRE(start(std::stoi(port), limit) == address_);
+  }
+
   std::string key() const { return dir_ + "/key"; }
-  std::string log_path() const { return dir_ + "/lighthouse.log"; }
+  std::string log_path() const {
+    return dir_ + "/lighthouse" + (restarts_ > 0 ? "-" + std::to_string(restarts_) : "") + ".log";
+  }
   std::string log() const { return read_text(log_path()); }
   bool running() { return process_->running(); }
 
@@ -90,8 +87,31 @@ class Lighthouse {
   }
 
  private:
+  // Starts the process and returns the address it listens on, once it says so.
+  std::string start(int port, const TestLimit& limit) {
+    process_ = std::make_unique<ChildProcess>(prefix_ + " " + AUTOLOCO_LIGHTHOUSE_EXE + " --host " +
+                                                  host_ + " --port " + std::to_string(port) +
+                                                  " --key-file " + key(),
+                                              log_path());
+    const std::regex listening("listening on ([0-9.]+:[0-9]+)");
+    std::string log;
+    wait_until(
+        [&] {
+          log = read_text(log_path());
+          return std::regex_search(log, listening);
+        },
+        [&] { return process_->running() && limit.time_left(); });
+    INFO(log);
+    std::smatch m;
+    REQUIRE(std::regex_search(log, m, listening));
+    return m[1].str();
+  }
+
   std::string dir_;
+  std::string prefix_;
+  std::string host_;
   std::string address_;
+  int restarts_ = 0;
   std::unique_ptr<ChildProcess> process_;
 };
 
