@@ -87,8 +87,10 @@ bool child_stopped(int pid) {
 
 }  // namespace
 
-TEST_CASE("e2e: two dcs as separate launches under a lighthouse train bit for bit one job's run",
-          "[e2e][elastic]") {
+TEST_CASE(
+    "e2e: two dcs as separate launches under a lighthouse train bit for bit one job's run, "
+    "and a launch without the key is refused without disturbing it",
+    "[e2e][elastic]") {
   const TestLimit limit;
   const autoloco::test::TempDir tmp("e2e-elastic-same");
   const std::string dir = tmp.str();
@@ -97,9 +99,30 @@ TEST_CASE("e2e: two dcs as separate launches under a lighthouse train bit for bi
                       autoloco::test::elastic_train_args(dir, "onejob") + " > " + dir +
                       "/onejob.log 2>&1") == 0);
   Lighthouse lighthouse(dir, limit);
-  std::vector<std::unique_ptr<ChildProcess>> dcs = start_run(dir, lighthouse, 2, 2);
+  // dc 0 joins and waits for dc 1 (min_dcs 2); meanwhile a launch posing as dc 1 with another
+  // key tries to join the run, and only once the lighthouse has refused it does dc 1 start.
+  std::vector<std::unique_ptr<ChildProcess>> dcs;
+  dcs.push_back(start_dc(dir, lighthouse, 0, 2, 2));
+  const std::string wrong = dir + "/wrong.key";
+  REQUIRE(run_command(std::string(AUTOLOCO_LIGHTHOUSE_EXE) + " --make-key " + wrong +
+                      " > /dev/null") == 0);
+  ChildProcess intruder(autoloco::test::mpirun_args(1) +
+                            autoloco::test::elastic_train_args(dir, "intruder") +
+                            lighthouse.elastic_args(1, 2, 2) + " --set elastic.key_file=" + wrong,
+                        dir + "/intruder.log");
+  const bool refused =
+      autoloco::test::wait_until([&] { return contains(lighthouse.log(), "wrong key"); },
+                                 [&] { return intruder.running() && limit.time_left(); });
+  {
+    INFO(logs(dir, {"e0", "intruder", "lighthouse"}));
+    REQUIRE(refused);
+    autoloco::test::wait_until([&] { return !intruder.running(); },
+                               [&] { return limit.time_left(); });
+    CHECK(intruder.wait() != 0);
+  }
+  dcs.push_back(start_dc(dir, lighthouse, 1, 2, 2));
   const std::vector<int> codes = wait_all(dcs, limit);
-  INFO(logs(dir, {"onejob", "e0", "e1", "lighthouse"}));
+  INFO(logs(dir, {"onejob", "e0", "e1", "intruder", "lighthouse"}));
   CHECK(codes == std::vector<int>{0, 0});
   const std::string one = summary(dir, "onejob");
   for (const std::string name : {"e0", "e1"}) {

@@ -1,8 +1,14 @@
 #!/usr/bin/env python3
 """check_hf.py: autoloco's Hugging Face import and export checked against transformers itself.
 
-Four tiny models (gpt2 tied, gpt2 untied, llama tied with n_kv_head == n_head, llama untied with
-grouped-query attention and a rope_theta of 500000), each in three parts:
+Nine tiny models: four made here (gpt2 tied, gpt2 untied, llama tied with n_kv_head == n_head,
+llama untied with grouped-query attention and a rope_theta of 500000) and five from the
+published config.json of the models people download, kept in tests/hf/fixtures with layers,
+widths and vocabulary shrunk and every other field as published (Llama 3.2 1B with its llama3
+rope scaling over an original context of 16 tokens, so that the 32-token batch runs through the
+scaled frequencies; Qwen2.5 0.5B with q/k/v biases; Qwen3 0.6B with query/key norms and heads
+wider than hidden_size / heads; SmolLM2 135M; Mistral 7B v0.3, untied). The fixtures' runs train
+across 2 dcs. Each model in three parts:
 
   import     transformers builds the model (GPT2Config / LlamaConfig, from_config, a fixed seed,
              every weight, norm and bias drawn at random so that none is left at its usual
@@ -96,12 +102,63 @@ class Case:
         return keys
 
 
+class FixtureCase:
+    """A model of the family from tests/hf/fixtures/NAME.json, as published but shrunk."""
+
+    def __init__(self, name):
+        self.name, self.arch = name, "llama"
+        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", name + ".json")
+        with open(path) as f:
+            self.fields = json.load(f)
+        j = self.fields
+        self.tied = j.get("tie_word_embeddings", False)
+        self.n_layer = j["num_hidden_layers"]
+        self.rope_theta = float(j.get("rope_theta", 10000.0))
+        self.dcs = 2  # a short run across 2 dcs
+
+    def hf_config(self):
+        fields = {k: v for k, v in self.fields.items()
+                  if k not in ("architectures", "transformers_version", "torch_dtype")}
+        return transformers.AutoConfig.for_model(**fields)
+
+    def model_keys(self):
+        j = self.fields
+        keys = {"model.arch": "llama", "model.n_layer": j["num_hidden_layers"],
+                "model.d_model": j["hidden_size"], "model.n_head": j["num_attention_heads"],
+                "model.n_kv_head": j["num_key_value_heads"], "model.seq_len": SEQ_LEN,
+                "model.vocab_size": j["vocab_size"], "model.norm_eps": j["rms_norm_eps"],
+                "model.tie_embeddings": "true" if self.tied else "false",
+                "model.rope_theta": self.rope_theta, "model.ffn_hidden": j["intermediate_size"],
+                "model.family": j["model_type"]}
+        if j.get("head_dim", j["hidden_size"] // j["num_attention_heads"]) * \
+                j["num_attention_heads"] != j["hidden_size"]:
+            keys["model.head_dim"] = j["head_dim"]
+        if j["model_type"] == "qwen2" or j.get("attention_bias"):
+            keys["model.attention_bias"] = "true"
+        if j["model_type"] == "qwen3":
+            keys["model.qk_norm"] = "true"
+        scaling = j.get("rope_scaling")
+        if scaling:
+            keys["model.rope_scaling"] = scaling.get("rope_type", scaling.get("type"))
+            keys["model.rope_factor"] = scaling["factor"]
+            if keys["model.rope_scaling"] == "llama3":
+                keys["model.rope_low_freq_factor"] = scaling["low_freq_factor"]
+                keys["model.rope_high_freq_factor"] = scaling["high_freq_factor"]
+                keys["model.rope_original_seq_len"] = scaling["original_max_position_embeddings"]
+        return keys
+
+
 CASES = [
     Case("gpt2-tied", "gpt2", tied=True),
     Case("gpt2-untied", "gpt2", tied=False, norm_eps=1e-6),
     Case("llama-tied", "llama", tied=True, n_kv_head=4, norm_eps=1e-6, ffn_hidden=96),
     Case("llama-gqa-untied", "llama", tied=False, n_kv_head=2, norm_eps=1e-5,
          rope_theta=500000.0, ffn_hidden=160),
+    FixtureCase("llama-3.2-1b"),
+    FixtureCase("qwen2.5-0.5b"),
+    FixtureCase("qwen3-0.6b"),
+    FixtureCase("smollm2-135m"),
+    FixtureCase("mistral-7b-v0.3"),
 ]
 
 
@@ -150,23 +207,27 @@ def run(cmd, log, expect_ok=True, case="?"):
 
 
 def train(case, run_name, extra, log, expect_ok=True):
-    """autoloco-train on 1 rank with the case's model keys and `extra` (key -> value)."""
+    """autoloco-train with the case's model keys and `extra` (key -> value): on 1 rank, or for a
+    case with `dcs` across that many dcs of one rank (DiLoCo, a round every 4 steps)."""
     keys = case.model_keys()
+    dcs = getattr(case, "dcs", 1)
     keys.update({"data.train": os.path.join(args.data, "train_*.bin"),
                  "data.val": os.path.join(args.data, "val_*.bin"),
                  "data.batch_size": 4, "run.eval_every": 0, "run.eval_batches": 1,
                  "run.log_every": 1, "run.threads": 1, "run.out_dir": os.path.join(args.work,
                                                                                    "runs"),
-                 "run.name": run_name, "outer.method": "ddp", "ckpt.at_end": "true",
-                 "ckpt.every_minutes": 0})
+                 "run.name": run_name, "outer.method": "ddp" if dcs == 1 else "diloco",
+                 "ckpt.at_end": "true", "ckpt.every_minutes": 0})
+    if dcs > 1:
+        keys.update({"interval.H": 4, "topology.ranks_per_dc": 1})
     keys.update(extra)
     config = os.path.join(args.work, "empty.yaml")
     with open(config, "w") as f:
         f.write("{}\n")
     cmd = []
     if args.mpiexec:
-        cmd += [args.mpiexec, "-n", "1", "--oversubscribe", "--allow-run-as-root", "--bind-to",
-                "none"]
+        cmd += [args.mpiexec, "-n", str(dcs), "--oversubscribe", "--allow-run-as-root",
+                "--bind-to", "none"]
     cmd += [args.train_exe, config]
     for k, v in keys.items():
         cmd += ["--set", f"{k}={v}"]

@@ -244,3 +244,25 @@ TEST_CASE("config: the elastic mode's keys, nested timeouts, and what it refuses
               "inner.optimizer=muon", "topology.ranks_per_dc=2"})
             .empty());
 }
+
+TEST_CASE(
+    "config: a preset's keys overridden into an inconsistent model are named with their "
+    "origins",
+    "[config]") {
+  // configs/diloco.yaml's model sets n_head 4 (and d_model 128); the preset's are 32 and 4096.
+  const std::string file = "model:\n  n_head: 4\n  d_model: 128\n";
+  try {
+    parse_config(file, {"model.preset=llama-3-8b"}, "configs/diloco.yaml");
+    FAIL("an inconsistent model was accepted");
+  } catch (const ConfigError& e) {
+    const std::string what = e.what();
+    CHECK_THAT(what, Contains("model.n_kv_head"));
+    CHECK_THAT(what, Contains("model.n_head = 4 from configs/diloco.yaml, in place of the preset "
+                              "llama-3-8b's 32"));
+    CHECK_THAT(what, Contains("model.d_model = 128 from configs/diloco.yaml"));
+  }
+  // A key given with --set is named so, and a consistent override passes without a note.
+  CHECK_THROWS_WITH(parse_config("", {"model.preset=llama-3-8b", "model.n_head=6"}),
+                    Contains("model.n_head = 6 from --set"));
+  CHECK_NOTHROW(parse_config(file, {"model.preset=llama-3-8b", "model.n_kv_head=4"}));
+}

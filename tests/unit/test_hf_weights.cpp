@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -14,6 +15,7 @@
 #include "autoloco/model/hf_config.hpp"
 #include "autoloco/model/hf_names.hpp"
 #include "autoloco/model/hf_weights.hpp"
+#include "autoloco/model/model_specs.hpp"
 #include "autoloco/util/error.hpp"
 
 using autoloco::ModelConfig;
@@ -74,6 +76,45 @@ TEST_CASE("config.json reads back as the model keys it was written from", "[hf]"
   }
 }
 
+TEST_CASE("config.json of Mistral, Qwen2, Qwen3 and Llama 3.1 reads back as the model keys",
+          "[hf]") {
+  ModelConfig mistral = small("llama", false, 2);
+  mistral.family = "mistral";
+  ModelConfig qwen2 = small("llama", true, 2);
+  qwen2.attention_bias = true;
+  ModelConfig qwen3 = small("llama", true, 2);
+  qwen3.qk_norm = true;
+  qwen3.head_dim = 16;
+  ModelConfig llama31 = small("llama", false);
+  llama31.rope_scaling = "llama3";
+  llama31.rope_factor = 8.0;
+  llama31.rope_original_seq_len = 4;
+  const std::vector<std::pair<ModelConfig, std::string>> cases = {{mistral, "MistralForCausalLM"},
+                                                                  {qwen2, "Qwen2ForCausalLM"},
+                                                                  {qwen3, "Qwen3ForCausalLM"},
+                                                                  {llama31, "LlamaForCausalLM"}};
+  for (const auto& [c, architecture] : cases) {
+    INFO(architecture);
+    autoloco::test::TempDir dir("hf-family");
+    const std::string json = autoloco::hf_config_json(c, {});
+    CHECK_THAT(json, Catch::Contains(architecture));
+    std::ofstream(dir.path / "config.json") << json;
+    const ModelConfig back = autoloco::read_hf_config(dir.path.string());
+    CHECK_NOTHROW(autoloco::check_hf_config(c, back, dir.path.string()));
+    CHECK(autoloco::hf_model_type(back) == autoloco::hf_model_type(c));
+    CHECK(back.attention_bias == c.attention_bias);
+    CHECK(back.qk_norm == c.qk_norm);
+    CHECK(autoloco::attention_head_dim(back) == autoloco::attention_head_dim(c));
+    CHECK(back.rope_scaling == c.rope_scaling);
+    CHECK(back.rope_original_seq_len == c.rope_original_seq_len);
+  }
+  // Qwen3's norms and head width reach the names and shapes of its parameters.
+  const auto names = autoloco::hf_params(qwen3);
+  CHECK(std::any_of(names.begin(), names.end(), [](const autoloco::HfParam& p) {
+    return p.hf == "model.layers.1.self_attn.k_norm.weight" && p.shape == std::vector<int64_t>{16};
+  }));
+}
+
 TEST_CASE("a directory of another model is refused naming each key and both values", "[hf]") {
   autoloco::test::TempDir dir("hf-other");
   const ModelConfig hf = small("llama", false, 2);
@@ -102,10 +143,28 @@ TEST_CASE("config.json with features autoloco lacks is refused, naming the field
       << R"({"model_type": "llama", "vocab_size": 40, "hidden_size": 32, "intermediate_size": 64,
              "num_hidden_layers": 2, "num_attention_heads": 4, "max_position_embeddings": 16,
              "rope_scaling": {"rope_type": "llama3", "factor": 32.0}})";
-  CHECK_THROWS_WITH(autoloco::read_hf_config(dir.path.string()), Catch::Contains("rope_scaling"));
-  std::filesystem::remove(dir.path / "config.json");
-  std::ofstream(dir.path / "config.json") << R"({"model_type": "mistral"})";
-  CHECK_THROWS_WITH(autoloco::read_hf_config(dir.path.string()), Catch::Contains("mistral"));
+  CHECK_THROWS_WITH(autoloco::read_hf_config(dir.path.string()),
+                    Catch::Contains("rope_scaling.low_freq_factor is missing"));
+  const auto write = [&](const std::string& json) {
+    std::filesystem::remove(dir.path / "config.json");
+    std::ofstream(dir.path / "config.json") << json;
+  };
+  const std::string sizes =
+      R"("vocab_size": 40, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
+         "num_attention_heads": 4, "max_position_embeddings": 16)";
+  write(R"({"model_type": "llama", )" + sizes +
+        R"(, "rope_scaling": {"rope_type": "yarn", "factor": 4.0}})");
+  CHECK_THROWS_WITH(autoloco::read_hf_config(dir.path.string()),
+                    Catch::Contains("rope_scaling") && Catch::Contains("yarn"));
+  write(R"({"model_type": "mistral", )" + sizes + R"(, "sliding_window": 8})");
+  CHECK_THROWS_WITH(autoloco::read_hf_config(dir.path.string()),
+                    Catch::Contains("sliding_window") && Catch::Contains("8"));
+  write(R"({"model_type": "qwen2", )" + sizes + R"(, "use_sliding_window": true})");
+  CHECK_THROWS_WITH(autoloco::read_hf_config(dir.path.string()),
+                    Catch::Contains("use_sliding_window"));
+  write(R"({"model_type": "gemma"})");
+  CHECK_THROWS_WITH(autoloco::read_hf_config(dir.path.string()),
+                    Catch::Contains("gemma") && Catch::Contains("qwen3"));
   CHECK_THROWS_WITH(autoloco::read_hf_config((dir.path / "none").string()),
                     Catch::Contains("no config.json"));
 }

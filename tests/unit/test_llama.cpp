@@ -58,8 +58,14 @@ torch::Tensor random_tokens(const ModelConfig& c, int64_t batch, int64_t t) {
 TEST_CASE("the built models have exactly the parameters their specs list, in order", "[model]") {
   ModelConfig gpt_untied;
   gpt_untied.tie_embeddings = false;
-  const std::vector<ModelConfig> configs = {ModelConfig{}, gpt_untied, tiny_llama(2, false),
-                                            tiny_llama(4, true), tiny_llama(1, false)};
+  // Qwen2's q/k/v biases, Qwen3's head width and query/key norms.
+  ModelConfig qwen = tiny_llama(2, true);
+  qwen.attention_bias = true;
+  qwen.head_dim = 16;
+  qwen.qk_norm = true;
+  const std::vector<ModelConfig> configs = {ModelConfig{},        gpt_untied,
+                                            tiny_llama(2, false), tiny_llama(4, true),
+                                            tiny_llama(1, false), qwen};
   for (const ModelConfig& c : configs) {
     INFO(c.arch << " kv " << c.n_kv_head << " tied " << c.tie_embeddings);
     auto model = autoloco::make_decoder(c);
@@ -77,12 +83,22 @@ TEST_CASE("the built models have exactly the parameters their specs list, in ord
 
 TEST_CASE("the presets' parameter counts equal the published ones", "[model]") {
   // Radford et al. 2019 / Hugging Face gpt2*; Meta's model cards (Llama 2 7B, Llama 3 8B,
-  // Llama 3.2 1B and 3B).
+  // Llama 3.1 8B, Llama 3.2 1B and 3B); what transformers counts for Qwen2.5 0.5B, Qwen3 0.6B,
+  // SmolLM2 135M and Mistral 7B v0.3 from their released config.json.
   const std::vector<std::pair<std::string, int64_t>> published = {
-      {"gpt2", 124'439'808},           {"gpt2-medium", 354'823'168},
-      {"gpt2-large", 774'030'080},     {"gpt2-xl", 1'557'611'200},
-      {"llama-3.2-1b", 1'235'814'400}, {"llama-3.2-3b", 3'212'749'824},
-      {"llama-3-8b", 8'030'261'248},   {"llama-2-7b", 6'738'415'616},
+      {"gpt2", 124'439'808},
+      {"gpt2-medium", 354'823'168},
+      {"gpt2-large", 774'030'080},
+      {"gpt2-xl", 1'557'611'200},
+      {"llama-3.2-1b", 1'235'814'400},
+      {"llama-3.2-3b", 3'212'749'824},
+      {"llama-3-8b", 8'030'261'248},
+      {"llama-3.1-8b", 8'030'261'248},
+      {"llama-2-7b", 6'738'415'616},
+      {"qwen2.5-0.5b", 494'032'768},
+      {"qwen3-0.6b", 596'049'920},
+      {"smollm2-135m", 134'515'008},
+      {"mistral-7b-v0.3", 7'248'023'552},
   };
   for (const auto& [name, count] : published) {
     INFO(name);
@@ -134,7 +150,10 @@ TEST_CASE("RMSNorm divides by the root mean square and scales by its weight", "[
 TEST_CASE("rotary embeddings turn pairs of halves and keep only relative positions",
           "[model][llama]") {
   const int64_t D = 8;
-  const auto rope = autoloco::rotary_tables(16, D, 10000.0, torch::kCPU);
+  ModelConfig c;
+  c.rope_theta = 10000.0;
+  const auto rope =
+      autoloco::rotary_tables(16, autoloco::rope_inverse_frequencies(c, D, torch::kCPU));
   REQUIRE(rope.cos.sizes() == torch::IntArrayRef({16, D}));
   // Position 0 is the identity; the first frequency is 1 rad per position.
   CHECK(torch::allclose(rope.cos[0], torch::ones({D})));
@@ -288,4 +307,83 @@ TEST_CASE("llama keys are refused for gpt2 and impossible llama sizes are named"
       Catch::Contains("even head width"));
   CHECK_THROWS_WITH(autoloco::parse_config("model: {arch: mamba}\n"),
                     Catch::Contains("model.arch"));
+}
+
+TEST_CASE("rope scaling: linear divides every frequency, llama3 the low ones, blending between",
+          "[model][llama]") {
+  // Llama 3.2's settings: theta 500000, head 64, factor 32, frequency factors 1 and 4, an
+  // original context of 8192. The reference below is the rule in double precision.
+  ModelConfig c;
+  c.arch = "llama";
+  c.rope_theta = 500000.0;
+  const int64_t D = 64;
+  const torch::Tensor plain = autoloco::rope_inverse_frequencies(c, D, torch::kCPU);
+  c.rope_scaling = "linear";
+  c.rope_factor = 4.0;
+  CHECK(torch::allclose(autoloco::rope_inverse_frequencies(c, D, torch::kCPU), plain / 4.0));
+  c.rope_scaling = "llama3";
+  c.rope_factor = 32.0;
+  c.rope_low_freq_factor = 1.0;
+  c.rope_high_freq_factor = 4.0;
+  c.rope_original_seq_len = 8192;
+  const torch::Tensor scaled = autoloco::rope_inverse_frequencies(c, D, torch::kCPU);
+  REQUIRE(scaled.numel() == D / 2);
+  int kept = 0;
+  int divided = 0;
+  int blended = 0;
+  for (int64_t i = 0; i < D / 2; ++i) {
+    const double inv = std::pow(500000.0, -2.0 * static_cast<double>(i) / D);
+    const double wavelength = 2.0 * M_PI / inv;
+    double want = inv;
+    if (wavelength > 8192.0) {
+      want = inv / 32.0;
+      ++divided;
+    } else if (wavelength >= 8192.0 / 4.0) {
+      const double smooth = (8192.0 / wavelength - 1.0) / (4.0 - 1.0);
+      want = (1.0 - smooth) * inv / 32.0 + smooth * inv;
+      ++blended;
+    } else {
+      ++kept;
+    }
+    INFO("i " << i << " wavelength " << wavelength);
+    CHECK(scaled[i].item<double>() == Approx(want).epsilon(1e-5));
+  }
+  // Every regime occurs at these settings.
+  CHECK(kept > 0);
+  CHECK(divided > 0);
+  CHECK(blended > 0);
+}
+
+TEST_CASE("qk_norm makes attention blind to the scale of q and k; q/k/v biases start at zero",
+          "[model][llama]") {
+  torch::manual_seed(11);
+  ModelConfig c = tiny_llama(2, false);
+  c.qk_norm = true;
+  c.head_dim = 16;
+  c.norm_eps = 1e-12;  // so that the norm's invariance to scale is exact up to rounding
+  auto model = autoloco::make_decoder(c);
+  model->eval();
+  const torch::Tensor tokens = random_tokens(c, 2, 8);
+  const torch::Tensor before = model->forward(tokens);
+  torch::NoGradGuard no_grad;
+  // Each query and key head is normalised before the rotation: scaling its projection is moot.
+  param(model, "blocks.0.self_attn.q_proj.weight").mul_(7.0);
+  param(model, "blocks.0.self_attn.k_proj.weight").mul_(0.25);
+  CHECK(torch::allclose(model->forward(tokens), before, 1e-4, 1e-5));
+  // Biases start at zero: with the same weights, the biased model computes the plain one.
+  ModelConfig biased = tiny_llama(2, false);
+  biased.attention_bias = true;
+  ModelConfig plain = biased;
+  plain.attention_bias = false;
+  auto with = autoloco::make_decoder(biased);
+  auto without = autoloco::make_decoder(plain);
+  with->eval();
+  without->eval();
+  for (auto& item : without->named_parameters())
+    item.value().copy_(param(with, item.key()));
+  const torch::Tensor reference = without->forward(tokens);
+  CHECK(torch::allclose(with->forward(tokens), reference, 1e-5, 1e-6));
+  // And they are wired in: a value bias changes the output.
+  param(with, "blocks.1.self_attn.v_proj.bias").normal_(0.0, 1.0);
+  CHECK_FALSE(torch::allclose(with->forward(tokens), reference, 1e-4, 1e-5));
 }

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "autoloco/config/model_presets.hpp"
+#include "autoloco/config/preset_note.hpp"
 #include "autoloco/config/suggest.hpp"
 #include "autoloco/util/error.hpp"
 
@@ -292,6 +293,24 @@ void default_tie_by_arch(const YAML::Node& root, ModelConfig& model) {
   model.tie_embeddings = model.arch != "llama";
 }
 
+// Where each model key given beside a preset came from: the file, or --set (which wins).
+std::map<std::string, std::string> model_key_origins(const YAML::Node& file_root,
+                                                     const std::vector<std::string>& overrides,
+                                                     const std::string& origin) {
+  std::map<std::string, std::string> out;
+  const YAML::Node model = file_root["model"];
+  if (model && model.IsMap()) {
+    for (const auto& kv : model) {
+      if (!kv.second.IsNull()) out["model." + kv.first.as<std::string>()] = origin;
+    }
+  }
+  for (const std::string& o : overrides) {
+    const std::string key = o.substr(0, o.find('='));
+    if (key.rfind("model.", 0) == 0) out[key] = "--set";
+  }
+  return out;
+}
+
 }  // namespace
 
 std::vector<std::string> config_keys() {
@@ -317,6 +336,7 @@ Config parse_config(const std::string& yaml_text, const std::vector<std::string>
   }
   if (!root || root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
   check_known_keys(root, origin);
+  const std::map<std::string, std::string> origin_of = model_key_origins(root, overrides, origin);
   for (const auto& o : overrides)
     apply_override(root, o);
   Config config;
@@ -324,7 +344,13 @@ Config parse_config(const std::string& yaml_text, const std::vector<std::string>
   Loader loader{root, {}};
   Config::visit(config, loader);
   default_tie_by_arch(root, config.model);
-  validate(config);
+  try {
+    validate(config);
+  } catch (const ConfigError& e) {
+    const std::string note = preset_override_note(config, origin_of);
+    if (note.empty()) throw;
+    throw ConfigError(e.what() + note);
+  }
   return config;
 }
 

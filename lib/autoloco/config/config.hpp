@@ -73,6 +73,15 @@ struct ModelConfig {
   int64_t vocab_size = 256;
   double norm_eps = 1e-5;
   double rope_theta = 10000.0;
+  std::string rope_scaling = "none";
+  double rope_factor = 8.0;
+  double rope_low_freq_factor = 1.0;
+  double rope_high_freq_factor = 4.0;
+  int64_t rope_original_seq_len = 8192;
+  int64_t head_dim = 0;
+  bool attention_bias = false;
+  bool qk_norm = false;
+  std::string family = "auto";
   int64_t ffn_hidden = 0;
   int64_t multiple_of = 256;
   double ffn_dim_multiplier = 0.0;
@@ -87,8 +96,9 @@ struct ModelConfig {
       "grouped-query attention); docs/models.md");
     v("preset", s.preset,
       "a named size (gpt2, gpt2-medium, gpt2-large, gpt2-xl, llama-tiny, llama-small, "
-      "llama-3.2-1b, llama-3.2-3b, llama-3-8b, llama-2-7b) whose keys the other model keys given "
-      "beside it override; empty: none");
+      "llama-3.2-1b, llama-3.2-3b, llama-3-8b, llama-3.1-8b, llama-2-7b, qwen2.5-0.5b, "
+      "qwen3-0.6b, smollm2-135m, mistral-7b-v0.3) whose keys the other model keys given beside "
+      "it override; empty: none");
     v("n_layer", s.n_layer, "transformer blocks");
     v("n_head", s.n_head, "attention heads per block; must divide d_model");
     v("n_kv_head", s.n_kv_head,
@@ -99,6 +109,32 @@ struct ModelConfig {
     v("norm_eps", s.norm_eps,
       "epsilon of the normalisations (LayerNorm for gpt2, RMSNorm for llama)");
     v("rope_theta", s.rope_theta, "llama: base of the rotary embeddings' frequencies");
+    v("rope_scaling", s.rope_scaling,
+      "llama: the rotary frequencies' scaling, as transformers' rope_scaling: none, linear "
+      "(positions divided by rope_factor) or llama3 (Llama 3.1's rule: the low frequencies "
+      "divided by rope_factor, the high ones kept, a smooth blend between); docs/models.md");
+    v("rope_factor", s.rope_factor,
+      "llama: rope_scaling's factor (transformers' rope_scaling.factor); Llama 3.1's 8 by default");
+    v("rope_low_freq_factor", s.rope_low_freq_factor,
+      "llama: rope_scaling llama3's low_freq_factor: wavelengths above rope_original_seq_len / "
+      "this are divided by rope_factor");
+    v("rope_high_freq_factor", s.rope_high_freq_factor,
+      "llama: rope_scaling llama3's high_freq_factor: wavelengths below rope_original_seq_len / "
+      "this are kept");
+    v("rope_original_seq_len", s.rope_original_seq_len,
+      "llama: rope_scaling llama3's original_max_position_embeddings, the context the model was "
+      "first trained at");
+    v("head_dim", s.head_dim,
+      "llama: width of each attention head (Qwen3 sets it apart from d_model / n_head); 0: "
+      "d_model / n_head");
+    v("attention_bias", s.attention_bias,
+      "llama: biases on the query, key and value projections (Qwen2 and Qwen2.5); the output "
+      "projection has none");
+    v("qk_norm", s.qk_norm,
+      "llama: an RMSNorm over each head of the queries and keys before the rotation (Qwen3)");
+    v("family", s.family,
+      "llama: the Hugging Face model_type that `autoloco-ckpt export --format hf` writes (llama, "
+      "mistral, qwen2, qwen3); auto: qwen3 with qk_norm, qwen2 with attention_bias, else llama");
     v("ffn_hidden", s.ffn_hidden,
       "llama: hidden width of the SwiGLU MLP; 0: Llama's rule from d_model, ffn_dim_multiplier "
       "and multiple_of");

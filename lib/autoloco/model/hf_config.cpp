@@ -1,5 +1,6 @@
-// config.json as transformers' GPT2Config and LlamaConfig read it (field names and meanings
-// from their documentation), written with every field that changes the computation.
+// config.json as transformers' GPT2Config, LlamaConfig, MistralConfig, Qwen2Config and
+// Qwen3Config read it (field names and meanings from their documentation), written with every
+// field that changes the computation.
 #include "autoloco/model/hf_config.hpp"
 
 #include <fmt/format.h>
@@ -56,24 +57,47 @@ void add_gpt2(JsonObject& out, const ModelConfig& m) {
       .add("reorder_and_upcast_attn", false);
 }
 
+// transformers 4.x's form (rope_scaling beside rope_theta), which 5.x reads too.
+void add_rope_scaling(JsonObject& out, const ModelConfig& m) {
+  if (m.rope_scaling == "none") {
+    out.add_null("rope_scaling");
+    return;
+  }
+  JsonObject r;
+  r.add("rope_type", m.rope_scaling).add("factor", m.rope_factor);
+  if (m.rope_scaling == "llama3") {
+    r.add("low_freq_factor", m.rope_low_freq_factor)
+        .add("high_freq_factor", m.rope_high_freq_factor)
+        .add("original_max_position_embeddings", m.rope_original_seq_len);
+  }
+  out.add("rope_scaling", r);
+}
+
 void add_llama(JsonObject& out, const ModelConfig& m) {
-  out.add("model_type", "llama")
+  const std::string type = hf_model_type(m);
+  out.add("model_type", type)
       .add("vocab_size", m.vocab_size)
       .add("hidden_size", m.d_model)
       .add("intermediate_size", llama_ffn_hidden(m))
       .add("num_hidden_layers", m.n_layer)
       .add("num_attention_heads", m.n_head)
       .add("num_key_value_heads", kv_heads(m))
-      .add("head_dim", m.d_model / m.n_head)
+      .add("head_dim", attention_head_dim(m))
       .add("hidden_act", "silu")
       .add("max_position_embeddings", m.seq_len)
       .add("rms_norm_eps", m.norm_eps)
-      .add("rope_theta", m.rope_theta)
-      .add_null("rope_scaling")
-      .add("attention_bias", false)
-      .add("mlp_bias", false)
-      .add("attention_dropout", 0.0)
-      .add("pretraining_tp", 1);
+      .add("rope_theta", m.rope_theta);
+  add_rope_scaling(out, m);
+  // Qwen2's q/k/v biases are not a field: its class always has them (validate.cpp).
+  if (type == "llama" || type == "qwen3") out.add("attention_bias", m.attention_bias);
+  if (type == "llama") out.add("mlp_bias", false).add("pretraining_tp", 1);
+  if (type == "mistral") out.add_null("sliding_window");
+  if (type == "qwen2" || type == "qwen3") {
+    out.add("use_sliding_window", false)
+        .add_null("sliding_window")
+        .add("max_window_layers", m.n_layer);
+  }
+  out.add("attention_dropout", 0.0);
 }
 
 // config.json's fields, read with the file named in every error.
@@ -155,27 +179,41 @@ ModelConfig read_gpt2(const Fields& f) {
   return m;
 }
 
-double llama_rope_theta(const Fields& f) {
-  // transformers 5 keeps the rotary settings in rope_parameters; 4.x at the top level.
-  const YAML::Node params = f.node("rope_parameters");
-  if (params && params.IsMap()) {
-    const std::string type =
-        params["rope_type"] ? params["rope_type"].as<std::string>() : std::string("default");
-    f.require(type == "default", "rope_parameters.rope_type", type);
-    if (params["rope_theta"]) return params["rope_theta"].as<double>();
+// rope_scaling (transformers 4.x) or rope_parameters (5.x) into the model.rope_* keys.
+void read_rope(const Fields& f, ModelConfig& m) {
+  m.rope_theta = f.get<double>("rope_theta", 10000.0);
+  const YAML::Node parameters = f.node("rope_parameters");
+  const bool five = parameters && parameters.IsMap();
+  const YAML::Node r = five ? parameters : f.node("rope_scaling");
+  const char* key = five ? "rope_parameters" : "rope_scaling";
+  if (!(r && r.IsMap())) return;
+  if (r["rope_theta"]) m.rope_theta = r["rope_theta"].as<double>();
+  const YAML::Node type_node = r["rope_type"] ? r["rope_type"] : r["type"];
+  const std::string type = type_node ? type_node.as<std::string>() : std::string("default");
+  if (type == "default") return;
+  f.require(type == "linear" || type == "llama3", key,
+            fmt::format("rope_type {}: autoloco has default, linear and llama3", type));
+  const auto number = [&](const char* name) {
+    if (!r[name]) {
+      throw ConfigError(
+          fmt::format("{}: {}.{} is missing (rope_type {})", f.path(), key, name, type));
+    }
+    return r[name].as<double>();
+  };
+  m.rope_scaling = type;
+  m.rope_factor = number("factor");
+  if (type == "llama3") {
+    m.rope_low_freq_factor = number("low_freq_factor");
+    m.rope_high_freq_factor = number("high_freq_factor");
+    m.rope_original_seq_len = static_cast<int64_t>(number("original_max_position_embeddings"));
   }
-  const YAML::Node scaling = f.node("rope_scaling");
-  if (scaling && scaling.IsMap()) {
-    const YAML::Node type = scaling["rope_type"] ? scaling["rope_type"] : scaling["type"];
-    const std::string name = type ? type.as<std::string>() : std::string("?");
-    f.require(name == "default", "rope_scaling", name);
-  }
-  return f.get<double>("rope_theta", 10000.0);
 }
 
-ModelConfig read_llama(const Fields& f) {
+// Every model_type of the Llama family autoloco builds: llama, mistral, qwen2, qwen3.
+ModelConfig read_llama(const Fields& f, const std::string& type) {
   ModelConfig m;
   m.arch = "llama";
+  m.family = type;
   m.vocab_size = f.get<int64_t>("vocab_size");
   m.d_model = f.get<int64_t>("hidden_size");
   m.ffn_hidden = f.get<int64_t>("intermediate_size");
@@ -184,16 +222,29 @@ ModelConfig read_llama(const Fields& f) {
   m.n_kv_head = f.get<int64_t>("num_key_value_heads", m.n_head);
   m.seq_len = f.get<int64_t>("max_position_embeddings");
   m.norm_eps = f.get<double>("rms_norm_eps", 1e-6);
-  m.rope_theta = llama_rope_theta(f);
   m.tie_embeddings = f.get<bool>("tie_word_embeddings", false);
-  f.require(
-      m.n_head > 0 && f.get<int64_t>("head_dim", m.d_model / m.n_head) * m.n_head == m.d_model,
-      "head_dim", "heads narrower or wider than hidden_size / num_attention_heads");
+  read_rope(f, m);
+  f.require(m.n_head > 0, "num_attention_heads", "0");
+  const int64_t head = f.get<int64_t>("head_dim", m.d_model / m.n_head);
+  if (head != m.d_model / m.n_head || m.d_model % m.n_head != 0) m.head_dim = head;
   f.require(f.get<std::string>("hidden_act", "silu") == "silu", "hidden_act",
             f.get<std::string>("hidden_act", "silu"));
-  f.require(!f.get<bool>("attention_bias", false), "attention_bias", "true");
+  // Qwen2's class always has q/k/v biases, Mistral's never; Llama's and Qwen3's say.
+  m.attention_bias = type == "qwen2" ||
+                     ((type == "llama" || type == "qwen3") && f.get<bool>("attention_bias", false));
+  m.qk_norm = type == "qwen3";
   f.require(!f.get<bool>("mlp_bias", false), "mlp_bias", "true");
   f.require(f.get<int64_t>("pretraining_tp", 1) == 1, "pretraining_tp", "other than 1");
+  if (type == "qwen2" || type == "qwen3") {
+    f.require(!f.get<bool>("use_sliding_window", false), "use_sliding_window",
+              "true: attention over a window");
+  } else if (f.has("sliding_window")) {
+    // A window no shorter than the context changes nothing.
+    const int64_t window = f.get<int64_t>("sliding_window");
+    f.require(window >= m.seq_len, "sliding_window",
+              fmt::format("{}, shorter than max_position_embeddings {}: attention over a window",
+                          window, m.seq_len));
+  }
   return m;
 }
 
@@ -218,8 +269,20 @@ std::vector<Difference> differences(const ModelConfig& run, const ModelConfig& h
   compare("model.norm_eps", run.norm_eps, hf.norm_eps);
   if (run.arch == "llama") {
     compare("model.n_kv_head", kv_heads(run), kv_heads(hf));
+    compare("model.head_dim", attention_head_dim(run), attention_head_dim(hf));
     compare("model.ffn_hidden", llama_ffn_hidden(run), llama_ffn_hidden(hf));
+    compare("model.attention_bias", run.attention_bias, hf.attention_bias);
+    compare("model.qk_norm", run.qk_norm, hf.qk_norm);
     compare("model.rope_theta", run.rope_theta, hf.rope_theta);
+    compare("model.rope_scaling", run.rope_scaling, hf.rope_scaling);
+    if (run.rope_scaling == hf.rope_scaling && run.rope_scaling != "none") {
+      compare("model.rope_factor", run.rope_factor, hf.rope_factor);
+    }
+    if (run.rope_scaling == "llama3" && hf.rope_scaling == "llama3") {
+      compare("model.rope_low_freq_factor", run.rope_low_freq_factor, hf.rope_low_freq_factor);
+      compare("model.rope_high_freq_factor", run.rope_high_freq_factor, hf.rope_high_freq_factor);
+      compare("model.rope_original_seq_len", run.rope_original_seq_len, hf.rope_original_seq_len);
+    }
     if (run.seq_len > hf.seq_len) compare("model.seq_len", run.seq_len, hf.seq_len);
   } else {
     compare("model.seq_len", run.seq_len, hf.seq_len);
@@ -256,10 +319,12 @@ ModelConfig read_hf_config(const std::string& dir) {
   const Fields f(dir);
   const std::string type = f.get<std::string>("model_type");
   if (type == "gpt2") return read_gpt2(f);
-  if (type == "llama") return read_llama(f);
+  if (type == "llama" || type == "mistral" || type == "qwen2" || type == "qwen3") {
+    return read_llama(f, type);
+  }
   throw ConfigError(
-      fmt::format("{}: model_type '{}' is not an architecture autoloco has (gpt2, "
-                  "llama)",
+      fmt::format("{}: model_type '{}' is not an architecture autoloco has (gpt2, llama, "
+                  "mistral, qwen2, qwen3)",
                   f.path(), type));
 }
 

@@ -62,8 +62,19 @@ std::vector<HfParam> hf_params(const ModelConfig& config) {
   return out;
 }
 
+std::string hf_model_type(const ModelConfig& config) {
+  if (config.arch != "llama") return "gpt2";
+  if (config.family != "auto") return config.family;
+  if (config.qk_norm) return "qwen3";
+  return config.attention_bias ? "qwen2" : "llama";
+}
+
 std::string hf_architecture(const ModelConfig& config) {
-  return config.arch == "llama" ? "LlamaForCausalLM" : "GPT2LMHeadModel";
+  const std::string type = hf_model_type(config);
+  if (type == "mistral") return "MistralForCausalLM";
+  if (type == "qwen2") return "Qwen2ForCausalLM";
+  if (type == "qwen3") return "Qwen3ForCausalLM";
+  return type == "llama" ? "LlamaForCausalLM" : "GPT2LMHeadModel";
 }
 
 }  // namespace autoloco

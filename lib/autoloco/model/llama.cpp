@@ -14,8 +14,8 @@ namespace {
 
 constexpr double kInitStd = 0.02;
 
-torch::nn::Linear linear(int64_t in, int64_t out) {
-  return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(false));
+torch::nn::Linear linear(int64_t in, int64_t out, bool bias = false) {
+  return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(bias));
 }
 
 void check_llama(const ModelConfig& c) {
@@ -24,11 +24,10 @@ void check_llama(const ModelConfig& c) {
     throw ConfigError(
         fmt::format("model.n_kv_head ({}) must divide model.n_head ({})", c.n_kv_head, c.n_head));
   }
-  if ((c.d_model / c.n_head) % 2 != 0) {
+  if (attention_head_dim(c) % 2 != 0) {
     throw ConfigError(
-        fmt::format("model.n_head: rotary embeddings need an even head width, "
-                    "d_model / n_head = {}",
-                    c.d_model / c.n_head));
+        fmt::format("model.head_dim: rotary embeddings need an even head width, got {}",
+                    attention_head_dim(c)));
   }
 }
 
@@ -44,44 +43,31 @@ torch::Tensor RMSNormImpl::forward(const torch::Tensor& x) {
   return weight * normed.to(x.scalar_type());
 }
 
-Rotary rotary_tables(int64_t positions, int64_t head_dim, double theta, torch::Device device) {
-  const auto f32 = torch::TensorOptions().dtype(torch::kFloat).device(device);
-  const auto exponent =
-      torch::arange(0, head_dim, 2, torch::TensorOptions().dtype(torch::kLong).device(device))
-          .to(torch::kFloat) /
-      static_cast<double>(head_dim);
-  const auto inv_freq = 1.0 / torch::pow(theta, exponent);
-  const auto freqs = torch::outer(torch::arange(positions, f32), inv_freq);
-  const auto angles = torch::cat({freqs, freqs}, -1);
-  return {angles.cos(), angles.sin()};
-}
-
-torch::Tensor apply_rotary(const torch::Tensor& x, const Rotary& rope) {
-  const int64_t half = x.size(-1) / 2;
-  const auto rotated = torch::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
-  return x * rope.cos.to(x.scalar_type()) + rotated * rope.sin.to(x.scalar_type());
-}
-
 LlamaAttentionImpl::LlamaAttentionImpl(const ModelConfig& config)
-    : n_head_(config.n_head),
-      n_kv_head_(kv_heads(config)),
-      head_dim_(config.d_model / config.n_head) {
+    : n_head_(config.n_head), n_kv_head_(kv_heads(config)), head_dim_(attention_head_dim(config)) {
   const int64_t d = config.d_model;
-  q_proj = register_module("q_proj", linear(d, n_head_ * head_dim_));
-  k_proj = register_module("k_proj", linear(d, n_kv_head_ * head_dim_));
-  v_proj = register_module("v_proj", linear(d, n_kv_head_ * head_dim_));
+  const bool bias = config.attention_bias;
+  q_proj = register_module("q_proj", linear(d, n_head_ * head_dim_, bias));
+  k_proj = register_module("k_proj", linear(d, n_kv_head_ * head_dim_, bias));
+  v_proj = register_module("v_proj", linear(d, n_kv_head_ * head_dim_, bias));
   o_proj = register_module("o_proj", linear(n_head_ * head_dim_, d));
+  if (config.qk_norm) {
+    q_norm = register_module("q_norm", RMSNorm(head_dim_, config.norm_eps));
+    k_norm = register_module("k_norm", RMSNorm(head_dim_, config.norm_eps));
+  }
 }
 
 torch::Tensor LlamaAttentionImpl::forward(const torch::Tensor& x, const Rotary& rope) {
   const int64_t b = x.size(0);
   const int64_t t = x.size(1);
-  auto heads = [&](const torch::Tensor& y, int64_t n) {
-    return y.view({b, t, n, head_dim_}).transpose(1, 2);
+  auto heads = [&](const torch::Tensor& y, int64_t n, RMSNorm& norm) {
+    const torch::Tensor h = y.view({b, t, n, head_dim_});
+    return (norm ? norm->forward(h) : h).transpose(1, 2);
   };
-  const auto q = apply_rotary(heads(q_proj->forward(x), n_head_), rope);
-  const auto k = apply_rotary(heads(k_proj->forward(x), n_kv_head_), rope);
-  const auto v = heads(v_proj->forward(x), n_kv_head_);
+  RMSNorm none{nullptr};
+  const auto q = apply_rotary(heads(q_proj->forward(x), n_head_, q_norm), rope);
+  const auto k = apply_rotary(heads(k_proj->forward(x), n_kv_head_, k_norm), rope);
+  const auto v = heads(v_proj->forward(x), n_kv_head_, none);
   const auto y = causal_attention(q, k, v);
   return o_proj->forward(y.transpose(1, 2).contiguous().view({b, t, n_head_ * head_dim_}));
 }
@@ -134,6 +120,9 @@ void LlamaImpl::init_weights() {
     auto& mlp = *block->mlp;
     for (auto* l : {&attn.q_proj, &attn.k_proj, &attn.v_proj, &mlp.gate_proj, &mlp.up_proj})
       (*l)->weight.normal_(0.0, kInitStd);
+    for (auto* l : {&attn.q_proj, &attn.k_proj, &attn.v_proj}) {
+      if ((*l)->bias.defined()) (*l)->bias.zero_();
+    }
     attn.o_proj->weight.normal_(0.0, residual_std);
     mlp.down_proj->weight.normal_(0.0, residual_std);
   }
@@ -148,7 +137,7 @@ const Rotary& LlamaImpl::rope_for(const torch::Tensor& x) {
   const int64_t t = x.size(1);
   if (!rope_.cos.defined() || rope_.cos.size(0) != t || rope_.cos.device() != x.device()) {
     const ModelConfig& c = config();
-    rope_ = rotary_tables(t, c.d_model / c.n_head, c.rope_theta, x.device());
+    rope_ = rotary_tables(t, rope_inverse_frequencies(c, attention_head_dim(c), x.device()));
   }
   return rope_;
 }

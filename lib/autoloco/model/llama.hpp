@@ -1,7 +1,9 @@
 // model.arch llama: the Llama decoder (Touvron et al. 2023; Grattafiori et al. 2024): RMSNorm,
 // rotary position embeddings in Hugging Face's rotate-half layout (so weights need no
-// permutation on export), grouped-query attention, a SwiGLU MLP, no biases, and a head tied to
-// the embedding or not (model.tie_embeddings). ALGORITHMS.md §5 gives the formulas.
+// permutation on export; rope.hpp), grouped-query attention, a SwiGLU MLP, and a head tied to
+// the embedding or not (model.tie_embeddings). The family's variants are keys: q/k/v biases
+// (Qwen2), an RMSNorm of each query and key head (Qwen3), a head width apart from
+// d_model / n_head, and the rotary scalings. ALGORITHMS.md §5 gives the formulas.
 #pragma once
 
 #include <torch/torch.h>
@@ -10,6 +12,7 @@
 
 #include "autoloco/config/config.hpp"
 #include "autoloco/model/decoder.hpp"
+#include "autoloco/model/rope.hpp"
 
 namespace autoloco {
 
@@ -26,17 +29,6 @@ class RMSNormImpl : public torch::nn::Module {
 };
 TORCH_MODULE(RMSNorm);
 
-// The cos and sin tables of the rotary embeddings for positions 0..T-1, [T, head_dim] each,
-// computed in float32 as transformers' LlamaRotaryEmbedding does.
-struct Rotary {
-  torch::Tensor cos;
-  torch::Tensor sin;
-};
-Rotary rotary_tables(int64_t positions, int64_t head_dim, double theta, torch::Device device);
-
-// x [B, H, T, D] rotated: x cos + rotate_half(x) sin, rotate_half(x) = (-x2, x1) of its halves.
-torch::Tensor apply_rotary(const torch::Tensor& x, const Rotary& rope);
-
 class LlamaAttentionImpl : public torch::nn::Module {
  public:
   explicit LlamaAttentionImpl(const ModelConfig& config);
@@ -45,6 +37,8 @@ class LlamaAttentionImpl : public torch::nn::Module {
   torch::nn::Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr};
   // A residual output projection: initialised with a smaller std (see LlamaImpl).
   torch::nn::Linear o_proj{nullptr};
+  // model.qk_norm: over each head of the queries and keys, before the rotation; else null.
+  RMSNorm q_norm{nullptr}, k_norm{nullptr};
 
  private:
   int64_t n_head_;

@@ -41,7 +41,8 @@ std::vector<ParamSpec> gpt2_specs(const ModelConfig& c) {
 
 std::vector<ParamSpec> llama_specs(const ModelConfig& c) {
   const int64_t d = c.d_model;
-  const int64_t head = d / c.n_head;
+  const int64_t head = attention_head_dim(c);
+  const int64_t q = c.n_head * head;
   const int64_t kv = kv_heads(c) * head;
   const int64_t h = llama_ffn_hidden(c);
   std::vector<ParamSpec> out;
@@ -49,10 +50,17 @@ std::vector<ParamSpec> llama_specs(const ModelConfig& c) {
   for (int64_t i = 0; i < c.n_layer; ++i) {
     const std::string b = fmt::format("blocks.{}.", i);
     add(out, b + "input_layernorm.weight", {d});
-    add(out, b + "self_attn.q_proj.weight", {d, d});
+    add(out, b + "self_attn.q_proj.weight", {q, d});
+    if (c.attention_bias) add(out, b + "self_attn.q_proj.bias", {q});
     add(out, b + "self_attn.k_proj.weight", {kv, d});
+    if (c.attention_bias) add(out, b + "self_attn.k_proj.bias", {kv});
     add(out, b + "self_attn.v_proj.weight", {kv, d});
-    add(out, b + "self_attn.o_proj.weight", {d, d});
+    if (c.attention_bias) add(out, b + "self_attn.v_proj.bias", {kv});
+    add(out, b + "self_attn.o_proj.weight", {d, q});
+    if (c.qk_norm) {
+      add(out, b + "self_attn.q_norm.weight", {head});
+      add(out, b + "self_attn.k_norm.weight", {head});
+    }
     add(out, b + "post_attention_layernorm.weight", {d});
     add(out, b + "mlp.gate_proj.weight", {h, d});
     add(out, b + "mlp.up_proj.weight", {h, d});
@@ -70,6 +78,10 @@ int64_t ParamSpec::numel() const {
   for (const int64_t s : shape)
     n *= s;
   return n;
+}
+
+int64_t attention_head_dim(const ModelConfig& c) {
+  return c.arch == "llama" && c.head_dim > 0 ? c.head_dim : c.d_model / c.n_head;
 }
 
 int64_t kv_heads(const ModelConfig& c) {
@@ -107,7 +119,9 @@ double flops_per_token(const ModelConfig& c) {
   const auto n = static_cast<double>(non_embedding_parameter_count(c));
   const auto layers = static_cast<double>(c.n_layer);
   const auto d = static_cast<double>(c.d_model);
-  return 6.0 * n + 12.0 * layers * d * static_cast<double>(c.seq_len) +
+  // The attention's width: n_head heads of head_dim (d_model, unless model.head_dim says other).
+  const auto width = static_cast<double>(c.n_head * attention_head_dim(c));
+  return 6.0 * n + 12.0 * layers * width * static_cast<double>(c.seq_len) +
          6.0 * d * static_cast<double>(c.vocab_size);
 }
 

@@ -30,6 +30,8 @@ std::vector<ParamSpec> parameter_specs(const ModelConfig& config);
 // h = floor(ffn_dim_multiplier h) when given, rounded up to a multiple of multiple_of.
 int64_t llama_ffn_hidden(const ModelConfig& config);
 
+// The width of one attention head: model.head_dim (llama), or d_model / n_head.
+int64_t attention_head_dim(const ModelConfig& config);
 // Key/value heads: model.n_kv_head, or n_head when 0 (and always for gpt2).
 int64_t kv_heads(const ModelConfig& config);
 
@@ -49,8 +51,9 @@ int64_t non_embedding_parameter_count(const ModelConfig& config);
 
 // Training FLOPs (forward + backward) per token, PaLM/Chinchilla convention:
 // 6 N (N = non-embedding parameters: 2 FLOPs per weight forward, 4 backward)
-// + 12 n_layer d_model seq_len (the q.k^T and att.v matmuls over the full context; with
-// grouped-query attention the query heads still span d_model)
+// + 12 n_layer (n_head head_dim) seq_len (the q.k^T and att.v matmuls over the full context;
+// with grouped-query attention the query heads still span n_head head_dim, d_model unless
+// model.head_dim says other)
 // + 6 d_model vocab_size (the LM-head matmul, which N leaves out whether or not it is tied,
 // yet it is a real matmul and for small models a large share of the work).
 double flops_per_token(const ModelConfig& config);

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "autoloco/metrics/progress.hpp"
+#include "autoloco/model/hf_names.hpp"
 #include "autoloco/model/model_specs.hpp"
 #include "autoloco/optim/adamw.hpp"
 #include "autoloco/optim/muon.hpp"
@@ -46,8 +47,17 @@ void Trainer::log_model() const {
   const ModelConfig& m = config_.model;
   std::string shape = fmt::format("{} layers, {} heads", m.n_layer, m.n_head);
   if (m.arch == "llama") {
-    shape += fmt::format(" ({} kv), ffn {}, rope_theta {}", kv_heads(m), llama_ffn_hidden(m),
-                         m.rope_theta);
+    shape += fmt::format(" ({} kv{}), ffn {}, rope_theta {}", kv_heads(m),
+                         m.head_dim > 0 ? fmt::format(", {} wide", m.head_dim) : std::string(),
+                         llama_ffn_hidden(m), m.rope_theta);
+    if (m.rope_scaling == "linear") shape += fmt::format(" linear x{}", m.rope_factor);
+    if (m.rope_scaling == "llama3") {
+      shape += fmt::format(" llama3 x{} ({}..{} of {})", m.rope_factor, m.rope_low_freq_factor,
+                           m.rope_high_freq_factor, m.rope_original_seq_len);
+    }
+    if (m.attention_bias) shape += ", q/k/v biases";
+    if (m.qk_norm) shape += ", q/k norms";
+    if (hf_model_type(m) != "llama") shape += fmt::format(" ({})", hf_model_type(m));
   }
   const torch::Tensor& values = instances_[0].params->values();
   const double bytes = static_cast<double>(values.numel() * values.element_size()) *
