@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "autoloco/config/config.hpp"
+#include "autoloco/model/hf_config.hpp"
 #include "autoloco/train/trainer.hpp"
 #include "autoloco/util/error.hpp"
 #include "autoloco/util/log.hpp"
@@ -132,7 +133,9 @@ int run(int argc, char** argv, int rank) {
     if (rank == 0) std::fputs(autoloco::config_reference_markdown().c_str(), stdout);
     return 0;
   }
-  const autoloco::Config config = autoloco::load_config(args.config_path, args.overrides);
+  // model.init_from describes the model: the keys the config leaves unset come from there.
+  const autoloco::Config config =
+      autoloco::load_config(args.config_path, args.overrides, autoloco::read_hf_config);
   if (args.print_config) {
     if (rank == 0) std::fputs(autoloco::to_yaml(config).c_str(), stdout);
     return 0;

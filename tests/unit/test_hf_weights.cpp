@@ -201,3 +201,45 @@ TEST_CASE("export then import gives back every parameter bitwise, sharded or not
     }
   }
 }
+
+TEST_CASE("model.init_from describes the model: the keys the run leaves unset come from it",
+          "[hf][config]") {
+  autoloco::test::TempDir dir("hf-describe");
+  ModelConfig qwen3 = small("llama", true, 2);
+  qwen3.qk_norm = true;
+  qwen3.head_dim = 16;
+  qwen3.norm_eps = 1e-6;
+  qwen3.rope_theta = 1e6;
+  qwen3.seq_len = 4096;
+  std::ofstream(dir.path / "config.json") << autoloco::hf_config_json(qwen3, {});
+  const std::string at = "model.init_from=" + dir.path.string();
+  const autoloco::ModelDescriber describe = autoloco::read_hf_config;
+  // Only init_from and the context: every other model key is the directory's, the context the
+  // run's (the directory's 4096 is the released maximum).
+  const ModelConfig m =
+      autoloco::parse_config("", {at, "model.seq_len=8"}, "<test>", describe).model;
+  CHECK(m.arch == "llama");
+  CHECK(m.n_layer == 2);
+  CHECK(m.n_kv_head == 2);
+  CHECK(m.qk_norm);
+  CHECK(autoloco::attention_head_dim(m) == 16);
+  CHECK(m.norm_eps == 1e-6);
+  CHECK(m.rope_theta == 1e6);
+  CHECK(m.tie_embeddings);
+  CHECK(autoloco::hf_model_type(m) == "qwen3");
+  CHECK(m.seq_len == 8);
+  CHECK_NOTHROW(autoloco::check_hf_config(m, qwen3, dir.path.string()));
+  // A key the run sets to another value stays the run's, and the check names both values.
+  const ModelConfig other =
+      autoloco::parse_config("", {at, "model.seq_len=8", "model.n_layer=3"}, "<test>", describe)
+          .model;
+  CHECK(other.n_layer == 3);
+  CHECK_THROWS_WITH(autoloco::check_hf_config(other, qwen3, dir.path.string()),
+                    Catch::Contains("model.n_layer: this run has 3"));
+  // Without the describer (a config read back from a checkpoint) nothing is filled.
+  CHECK(autoloco::parse_config("", {at}).model.arch == "gpt2");
+  // A missing directory is named.
+  CHECK_THROWS_WITH(
+      autoloco::parse_config("", {"model.init_from=/nonexistent/x"}, "<test>", describe),
+      Catch::Contains("model.init_from") && Catch::Contains("no config.json"));
+}

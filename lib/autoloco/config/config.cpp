@@ -311,6 +311,34 @@ std::map<std::string, std::string> model_key_origins(const YAML::Node& file_root
   return out;
 }
 
+// model.init_from's directory fills the model keys nobody gave (ModelDescriber, config.hpp);
+// true when it filled any, which then need loading again.
+bool fill_from_init(YAML::Node& root, const Config& config, const ModelDescriber& describe,
+                    const std::map<std::string, std::string>& origin_of) {
+  if (!describe || config.model.init_from.empty() || !config.model.preset.empty()) return false;
+  Config described = config;
+  described.model = describe(config.model.init_from);
+  bool filled = false;
+  for (const auto& [key, value] : config_values(described)) {
+    if (key.rfind("model.", 0) != 0 || origin_of.count(key) > 0) continue;
+    if (key == "model.init_from" || key == "model.preset" || key == "model.recompute") continue;
+    if (key == "model.seq_len" && described.model.arch == "llama") continue;
+    if (!root["model"] || !root["model"].IsMap()) root["model"] = YAML::Node(YAML::NodeType::Map);
+    root["model"][key.substr(6)] = YAML::Load(value);
+    filled = true;
+  }
+  return filled;
+}
+
+Config load_root(const YAML::Node& root) {
+  Config config;
+  apply_preset_given(root, config.model);
+  Loader loader{root, {}};
+  Config::visit(config, loader);
+  default_tie_by_arch(root, config.model);
+  return config;
+}
+
 }  // namespace
 
 std::vector<std::string> config_keys() {
@@ -327,7 +355,7 @@ std::vector<std::pair<std::string, std::string>> config_values(const Config& con
 }
 
 Config parse_config(const std::string& yaml_text, const std::vector<std::string>& overrides,
-                    const std::string& origin) {
+                    const std::string& origin, const ModelDescriber& describe) {
   YAML::Node root;
   try {
     root = YAML::Load(yaml_text);
@@ -339,11 +367,8 @@ Config parse_config(const std::string& yaml_text, const std::vector<std::string>
   const std::map<std::string, std::string> origin_of = model_key_origins(root, overrides, origin);
   for (const auto& o : overrides)
     apply_override(root, o);
-  Config config;
-  apply_preset_given(root, config.model);
-  Loader loader{root, {}};
-  Config::visit(config, loader);
-  default_tie_by_arch(root, config.model);
+  Config config = load_root(root);
+  if (fill_from_init(root, config, describe, origin_of)) config = load_root(root);
   try {
     validate(config);
   } catch (const ConfigError& e) {
@@ -354,14 +379,15 @@ Config parse_config(const std::string& yaml_text, const std::vector<std::string>
   return config;
 }
 
-Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
+Config load_config(const std::string& path, const std::vector<std::string>& overrides,
+                   const ModelDescriber& describe) {
   std::ifstream in(path);
   if (!in) {
     throw ConfigError(fmt::format("cannot read config file '{}': check the path", path));
   }
   std::stringstream text;
   text << in.rdbuf();
-  return parse_config(text.str(), overrides, path);
+  return parse_config(text.str(), overrides, path, describe);
 }
 
 std::string to_yaml(const Config& config) {

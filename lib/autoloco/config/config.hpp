@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -557,13 +558,21 @@ std::vector<IntervalChange> parse_interval_schedule(const IntervalConfig& interv
 // Parses outer.momentum_schedule ("STEP:MU" entries, steps increasing). Throws ConfigError.
 std::vector<MomentumChange> parse_momentum_schedule(const OuterConfig& outer);
 
+// What a Hugging Face directory says its model is (model.init_from), handed in by the
+// executables (model/hf_config.hpp's read_hf_config: the config layer reads no model files).
+using ModelDescriber = std::function<ModelConfig(const std::string& dir)>;
+
 // Loads a YAML file, applies "section.key=value" overrides, validates. Throws ConfigError
-// naming the key (and the nearest valid key for a typo).
-Config load_config(const std::string& path, const std::vector<std::string>& overrides = {});
+// naming the key (and the nearest valid key for a typo). With `describe`, model.init_from
+// describes the model: every model key that neither the file, --set nor model.preset gives
+// takes the directory's value (a llama run keeps its own seq_len: the directory's is the
+// released maximum, not a training context).
+Config load_config(const std::string& path, const std::vector<std::string>& overrides = {},
+                   const ModelDescriber& describe = {});
 
 // Same from YAML text (for tests and for configs embedded in checkpoints).
 Config parse_config(const std::string& yaml_text, const std::vector<std::string>& overrides = {},
-                    const std::string& origin = "<string>");
+                    const std::string& origin = "<string>", const ModelDescriber& describe = {});
 
 // Checks values and combinations that do not depend on the MPI world. Throws ConfigError.
 void validate(const Config& config);
