@@ -61,16 +61,22 @@ std::string train_run(const std::string& dir) {
 // Trains 4 steps on 1 dc of 2 ranks with topology.shard `shard`, H = 2, no clipping (so that
 // every shard mode trains bitwise alike: docs/sharding.md, Equal results) and a checkpoint every
 // 3 steps: step_3, in the middle of the second round, under the returned run directory.
-std::string train_sharded_run(const std::string& dir, const std::string& shard) {
-  return launch_train(dir, shard,
-                      " --set model.n_layer=1 --set model.d_model=16 --set model.n_head=2"
-                      " --set model.seq_len=16 --set run.steps=4 --set run.eval_every=0"
-                      " --set run.log_every=2 --set inner.warmup_steps=1 --set inner.lr=0.01"
-                      " --set inner.grad_clip=0 --set data.batch_size=2 --set interval.H=2"
-                      " --set ckpt.every_steps=3 --set topology.ranks_per_dc=2"
-                      " --set topology.shard=" +
+// `model` replaces the small GPT's model keys (another architecture's, say); the run is named
+// `tag` + the shard mode.
+std::string train_sharded_run(const std::string& dir, const std::string& shard,
+                              const std::string& model =
+                                  " --set model.n_layer=1 --set model.d_model=16"
+                                  " --set model.n_head=2 --set model.seq_len=16",
+                              const std::string& tag = "") {
+  return launch_train(dir, tag + shard,
+                      model +
+                          " --set run.steps=4 --set run.eval_every=0"
+                          " --set run.log_every=2 --set inner.warmup_steps=1 --set inner.lr=0.01"
+                          " --set inner.grad_clip=0 --set data.batch_size=2 --set interval.H=2"
+                          " --set ckpt.every_steps=3 --set topology.ranks_per_dc=2"
+                          " --set topology.shard=" +
                           shard,
-                      dir + "/train-" + shard + ".log");
+                      dir + "/train-" + tag + shard + ".log");
 }
 
 struct ToolResult {
@@ -389,4 +395,38 @@ TEST_CASE("e2e: autoloco-ckpt exports a fully sharded replica from its members' 
       ckpt_tool(dir, "export --format hf --no-tokenizer " + ckpt + " " + dir + "/hf-full");
   INFO(hf.out << hf.err);
   CHECK(hf.code == 0);
+}
+
+// The families of docs/models.md in a sharded dc: a Qwen3-shaped llama (query/key norms, heads
+// wider than d_model / n_head, q/k/v biases as Qwen2 has them, Llama 3.1's rope scaling) trained
+// unsharded, with the optimizer state sharded and fully sharded exports the same safetensors,
+// byte for byte.
+TEST_CASE("e2e: a sharded dc of the llama family's variants exports the unsharded run's bytes",
+          "[e2e][ckpt][hf]") {
+  const autoloco::test::TempDir tmp("e2e-ckpt-tool-family");
+  const std::string dir = tmp.str();
+  autoloco::test::write_tiny_corpus(dir + "/data");
+  const std::string model =
+      " --set model.arch=llama --set model.n_layer=2 --set model.d_model=32 --set model.n_head=4"
+      " --set model.n_kv_head=2 --set model.head_dim=16 --set model.qk_norm=true"
+      " --set model.attention_bias=true --set model.family=qwen3 --set model.rope_scaling=llama3"
+      " --set model.rope_original_seq_len=8 --set model.ffn_hidden=48 --set model.seq_len=16";
+  std::string reference;
+  for (const std::string shard : {"none", "optimizer", "full"}) {
+    INFO(shard);
+    const std::string ckpt =
+        train_sharded_run(dir, shard, model, "family-") + "/checkpoints/step_3";
+    const std::string out = dir + "/hf-" + shard;
+    const ToolResult hf = ckpt_tool(dir, "export --format hf --no-tokenizer " + ckpt + " " + out);
+    INFO(hf.out << hf.err);
+    REQUIRE(hf.code == 0);
+    const std::string tensors = read_text(out + "/model.safetensors");
+    REQUIRE_FALSE(tensors.empty());
+    CHECK(read_text(out + "/config.json").find("Qwen3ForCausalLM") != std::string::npos);
+    if (reference.empty()) {
+      reference = tensors;
+    } else {
+      CHECK(tensors == reference);
+    }
+  }
 }
