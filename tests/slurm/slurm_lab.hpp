@@ -122,4 +122,25 @@ class SlurmLab {
   std::string name_;
 };
 
+// sbatch of the template (scripts/slurm/autoloco.sbatch) on the lab for the run `run` in `dir`:
+// its run directory dir/runs/RUN, its log dir/RUN-<job>.out, one task per node and one CPU per
+// task. `slurm` are sbatch's other options, `args` what follows the template (the config and
+// its overrides), `env` more variables for it. Returns the job id.
+inline std::string submit_template(const SlurmLab& lab, const std::string& dir,
+                                   const std::string& run, const std::string& slurm,
+                                   const std::string& args, const std::string& env = "") {
+  const auto out = lab.exec("cd " + dir + " && REPO=" + std::string(AUTOLOCO_SOURCE_DIR) +
+                            " TRAIN=" + AUTOLOCO_TRAIN_EXE + " RUN_NAME=" + run +
+                            " OUT_DIR=" + dir + "/runs OMP_NUM_THREADS=1 " + env +
+                            " sbatch --parsable --requeue --open-mode=append --output=" + dir +
+                            "/" + run + "-%j.out --ntasks-per-node=1 --cpus-per-task=1 " + slurm +
+                            " " + AUTOLOCO_SOURCE_DIR + "/scripts/slurm/autoloco.sbatch " + args);
+  INFO(out.text);
+  REQUIRE(out.rc == 0);
+  std::string id = out.text;
+  while (!id.empty() && (id.back() == '\n' || id.back() == ' '))
+    id.pop_back();
+  return id;
+}
+
 }  // namespace autoloco::test

@@ -40,18 +40,8 @@ std::string run_sets(const std::string& dir, int64_t steps, const std::string& w
 // sbatch of the template on the lab; returns the job id. `slurm` are sbatch's options.
 std::string submit(const SlurmLab& lab, const std::string& dir, const std::string& run,
                    int64_t steps, const std::string& slurm, const std::string& env = "") {
-  const auto out = lab.exec(
-      "cd " + dir + " && REPO=" + std::string(AUTOLOCO_SOURCE_DIR) + " TRAIN=" +
-      AUTOLOCO_TRAIN_EXE + " RUN_NAME=" + run + " OUT_DIR=" + dir + "/runs OMP_NUM_THREADS=1 " +
-      env + " sbatch --parsable --requeue --open-mode=append --output=" + dir + "/" + run +
-      "-%j.out --ntasks-per-node=1 --cpus-per-task=1 " + slurm + " " + AUTOLOCO_SOURCE_DIR +
-      "/scripts/slurm/autoloco.sbatch configs/diloco.yaml" + run_sets(dir, steps, "sleep"));
-  INFO(out.text);
-  REQUIRE(out.rc == 0);
-  std::string id = out.text;
-  while (!id.empty() && (id.back() == '\n' || id.back() == ' '))
-    id.pop_back();
-  return id;
+  return autoloco::test::submit_template(
+      lab, dir, run, slurm, "configs/diloco.yaml" + run_sets(dir, steps, "sleep"), env);
 }
 
 std::string job_log(const std::string& dir, const std::string& run, const std::string& job) {

@@ -21,23 +21,13 @@ using autoloco::test::SlurmLab;
 
 namespace {
 
-// sbatch of the template for dc `dc` of the run: one node, one task; returns the job id.
+// sbatch of the template for dc `dc` of the run: one node; returns the job id.
 std::string submit_dc(const SlurmLab& lab, const std::string& dir, const Lighthouse& lighthouse,
                       int dc) {
-  const std::string name = "e" + std::to_string(dc);
-  const auto out = lab.exec(
-      "cd " + dir + " && REPO=" + std::string(AUTOLOCO_SOURCE_DIR) +
-      " TRAIN=" + AUTOLOCO_TRAIN_EXE + " RUN_NAME=" + name + " OUT_DIR=" + dir +
-      "/runs OMP_NUM_THREADS=1 sbatch --parsable --requeue --open-mode=append --output=" + dir +
-      "/" + name + "-%j.out --nodes=1 --ntasks-per-node=1 --cpus-per-task=1 " +
-      AUTOLOCO_SOURCE_DIR + "/scripts/slurm/autoloco.sbatch configs/diloco.yaml" +
-      autoloco::test::elastic_sets(dir, 200) + lighthouse.elastic_args(dc, 2, 2));
-  INFO(out.text);
-  REQUIRE(out.rc == 0);
-  std::string id = out.text;
-  while (!id.empty() && (id.back() == '\n' || id.back() == ' '))
-    id.pop_back();
-  return id;
+  return autoloco::test::submit_template(lab, dir, "e" + std::to_string(dc), "--nodes=1",
+                                         "configs/diloco.yaml" +
+                                             autoloco::test::elastic_sets(dir, 200) +
+                                             lighthouse.elastic_args(dc, 2, 2));
 }
 
 std::string job_logs(const std::string& dir, const SlurmLab& lab, const std::string& job0,
