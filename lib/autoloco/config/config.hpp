@@ -152,7 +152,8 @@ struct ModelConfig {
       "backward: a block's activations instead of all of them, for about one more forward)");
     v("init_from", s.init_from,
       "a Hugging Face model directory (config.json + safetensors) whose weights start the run; "
-      "its architecture and sizes must equal the model keys; empty: random initialisation");
+      "the model keys the run leaves unset come from its config.json, and those it sets must "
+      "equal it; empty: random initialisation");
   }
 };
 
