@@ -90,7 +90,7 @@ JsonObject model_json(const ModelConfig& model, int64_t parameters);
 // Trainer inner step against a plain LibTorch loop, in one process.
 int throughput(const Args& args);
 
-// The Trainer's inner step against a transformers LlamaForCausalLM training step of the same
+// The Trainer's inner step against a transformers Llama-family training step of the same
 // model (a Python helper process), taking turns, on the CPU.
 int hf_step(const Args& args);
 

@@ -1,5 +1,6 @@
 // autoloco-bench --hf-step: the Trainer's inner step (one rank, as --throughput times it) against
-// a transformers LlamaForCausalLM training step of the same model on this CPU, each in its own
+// a transformers training step (LlamaForCausalLM, or the Mistral/Qwen2/Qwen3 class of
+// model.family) of the same model on this CPU, each in its own
 // process: the step a transformers user would write (fp32, sdpa attention, torch.optim.AdamW with
 // the same lr schedule, betas, eps and weight decay on the same parameters, the same gradient
 // clipping, the same batch, sequence length and threads).
@@ -81,7 +82,7 @@ try:
     import torch
     import torch.nn.functional as F
     import transformers
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from transformers import AutoConfig, AutoModelForCausalLM
 except Exception as e:
     reply("error cannot import torch and transformers under %s: %s: %s"
           % (sys.executable, type(e).__name__, str(e).replace("\n", " ")))
@@ -90,8 +91,10 @@ except Exception as e:
 torch.set_num_threads(s["threads"])
 torch.manual_seed(s["seed"])
 baseline = status_bytes("VmRSS")
-config = LlamaConfig.from_json_file(s["config"])
-model = LlamaForCausalLM._from_config(config, attn_implementation="sdpa", dtype=torch.float32)
+# The class config.json's model_type names: LlamaForCausalLM, MistralForCausalLM,
+# Qwen2ForCausalLM or Qwen3ForCausalLM, as model.family makes autoloco export it.
+config = AutoConfig.from_pretrained(os.path.dirname(s["config"]))
+model = AutoModelForCausalLM.from_config(config, attn_implementation="sdpa", dtype=torch.float32)
 model.train()
 params = [p for p in model.parameters() if p.requires_grad]
 # Decay on matrices and embeddings only, as autoloco's (optim/flat_params.cpp: dim >= 2).
@@ -141,6 +144,7 @@ info = {
     "torch": torch.__version__, "transformers": transformers.__version__, "blas": blas,
     "parameters": sum(p.numel() for p in params), "threads": torch.get_num_threads(),
     "attn": model.config._attn_implementation, "adamw": kind, "rss_baseline": baseline,
+    "class": type(model).__name__,
 }
 reply("ready " + " ".join("%s=%s" % (k, v) for k, v in info.items()))
 for line in chan_in:
@@ -386,7 +390,7 @@ int hf_step(const Args& args) {
   const Config c = single_process_config(args, dir);
   if (c.model.arch != "llama") {
     throw ConfigError(
-        "--hf-step compares with transformers' LlamaForCausalLM: it needs "
+        "--hf-step compares with transformers' Llama-family classes: it needs "
         "model.arch llama (e.g. --set model.preset=llama-tiny), not '" +
         c.model.arch + "'");
   }
@@ -414,13 +418,13 @@ int hf_step(const Args& args) {
     }
 
     Helper helper(python, settings_json(c, config_path, threads, args.hf_adamw), threads);
-    const auto info = key_values(helper.answer("building LlamaForCausalLM"));
+    const auto info = key_values(helper.answer("building the transformers model"));
     auto field = [&](const std::string& key) {
       const auto it = info.find(key);
       return it == info.end() ? std::string("?") : it->second;
     };
     if (field("parameters") != std::to_string(parameters)) {
-      throw Error("--hf-step: transformers' LlamaForCausalLM has " + field("parameters") +
+      throw Error("--hf-step: transformers' " + field("class") + " has " + field("parameters") +
                   " parameters, autoloco's model " + std::to_string(parameters) +
                   ": not the same model (hf_config_json's config.json is in " + dir + ")");
     }
@@ -480,6 +484,7 @@ int hf_step(const Args& args) {
         .add("transformers_blas", field("blas"))
         .add("transformers_threads", number(field("threads")))
         .add("transformers_attn_implementation", field("attn"))
+        .add("transformers_class", field("class"))
         .add("transformers_adamw", field("adamw"))
         .add("python", python)
         .add("autoloco_s", ours_s)

@@ -2,10 +2,11 @@
 // model: one JSON object from rank 0 with the world's layout, rounds timed, positive step times
 // and rates, and no MFU (there is no GPU peak to divide by); a bad --peak-tflops is refused.
 // autoloco-bench --throughput on a llama model names its architecture; --hf-step times the
-// Trainer against transformers' LlamaForCausalLM (the Python of scripts/hf-env.sh, as the other
-// Hugging Face tests: without it the test fails, naming the fix) and reports every repeat, the
-// medians, the ratio and both processes' memory; it refuses a gpt2 model, naming the key. No
-// timing is asserted: the numbers need only be there and positive.
+// Trainer against transformers' LlamaForCausalLM, or Qwen3ForCausalLM for a Qwen3-shaped model
+// (the Python of scripts/hf-env.sh, as the other Hugging Face tests: without it the test fails,
+// naming the fix) and reports every repeat, the medians, the ratio and both processes' memory;
+// it refuses a gpt2 model, naming the key. No timing is asserted: the numbers need only be
+// there and positive.
 #include <sys/wait.h>
 #include <catch2/catch.hpp>
 
@@ -147,6 +148,7 @@ TEST_CASE("e2e: autoloco-bench --hf-step times the Trainer against transformers'
   CHECK(json_number(r.out, "transformers_threads") == 1);
   CHECK(json_number(r.out, "tokens_per_step") == 2 * 32);
   CHECK(r.out.find("\"transformers_attn_implementation\":\"sdpa\"") != std::string::npos);
+  CHECK(r.out.find("\"transformers_class\":\"LlamaForCausalLM\"") != std::string::npos);
   CHECK(r.out.find("\"transformers_libtorch\":\"2.") != std::string::npos);
   CHECK(r.out.find("\"libtorch\":\"") != std::string::npos);
   for (const char* key :
@@ -164,6 +166,16 @@ TEST_CASE("e2e: autoloco-bench --hf-step times the Trainer against transformers'
     const std::string list = r.out.substr(at, r.out.find(']', at) - at);
     CHECK(std::count(list.begin(), list.end(), ',') == 2);
   }
+  // A Qwen3-shaped model is timed against Qwen3ForCausalLM (the parameter counts must agree).
+  const BenchResult qwen3 = run_single(
+      tmp.str(), "--hf-step",
+      std::string(kTinyLlama) +
+          " --set model.family=qwen3 --set model.qk_norm=true --set model.head_dim=32"
+          " --steps 1 --warmup 0 --repeats 1 --python '" +
+          python + "'");
+  INFO(qwen3.out << "\n" << qwen3.err);
+  REQUIRE(qwen3.code == 0);
+  CHECK(qwen3.out.find("\"transformers_class\":\"Qwen3ForCausalLM\"") != std::string::npos);
 }
 
 TEST_CASE("e2e: autoloco-bench --hf-step refuses a gpt2 model and a bad --hf-adamw", "[e2e]") {

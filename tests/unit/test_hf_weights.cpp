@@ -14,8 +14,11 @@
 #include "autoloco/model/decoder.hpp"
 #include "autoloco/model/hf_config.hpp"
 #include "autoloco/model/hf_names.hpp"
+#include "autoloco/model/hf_tokenizer_files.hpp"
 #include "autoloco/model/hf_weights.hpp"
+#include "autoloco/train/init_tokenizer.hpp"
 #include "autoloco/model/model_specs.hpp"
+#include "autoloco/util/crc32.hpp"
 #include "autoloco/util/error.hpp"
 
 using autoloco::ModelConfig;
@@ -162,6 +165,28 @@ TEST_CASE("config.json with features autoloco lacks is refused, naming the field
   write(R"({"model_type": "qwen2", )" + sizes + R"(, "use_sliding_window": true})");
   CHECK_THROWS_WITH(autoloco::read_hf_config(dir.path.string()),
                     Catch::Contains("use_sliding_window"));
+  // The fields a Llama-family config may carry that change the forward pass.
+  write(R"({"model_type": "qwen3", )" + sizes + R"(, "attention_dropout": 0.1})");
+  CHECK_THROWS_WITH(autoloco::read_hf_config(dir.path.string()),
+                    Catch::Contains("attention_dropout") && Catch::Contains("0.1"));
+  write(R"({"model_type": "qwen2", )" + sizes + R"(, "use_mrope": true})");
+  CHECK_THROWS_WITH(autoloco::read_hf_config(dir.path.string()), Catch::Contains("use_mrope"));
+  write(R"({"model_type": "llama", )" + sizes + R"(, "partial_rotary_factor": 0.5})");
+  CHECK_THROWS_WITH(autoloco::read_hf_config(dir.path.string()),
+                    Catch::Contains("partial_rotary_factor") && Catch::Contains("0.5"));
+  write(
+      R"({"model_type": "llama", )" + sizes +
+      R"(, "rope_parameters": {"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 0.25}})");
+  CHECK_THROWS_WITH(autoloco::read_hf_config(dir.path.string()),
+                    Catch::Contains("partial_rotary_factor 0.25"));
+  write(R"({"model_type": "qwen3", )" + sizes +
+        R"(, "layer_types": ["full_attention", "sliding_attention"]})");
+  CHECK_THROWS_WITH(autoloco::read_hf_config(dir.path.string()),
+                    Catch::Contains("layer_types") && Catch::Contains("sliding_attention"));
+  // All full attention, as transformers writes for Qwen3 today: read.
+  write(R"({"model_type": "qwen3", )" + sizes +
+        R"(, "layer_types": ["full_attention", "full_attention"], "attention_dropout": 0.0})");
+  CHECK_NOTHROW(autoloco::read_hf_config(dir.path.string()));
   write(R"({"model_type": "gemma"})");
   CHECK_THROWS_WITH(autoloco::read_hf_config(dir.path.string()),
                     Catch::Contains("gemma") && Catch::Contains("qwen3"));
@@ -229,11 +254,19 @@ TEST_CASE("model.init_from describes the model: the keys the run leaves unset co
   CHECK(autoloco::hf_model_type(m) == "qwen3");
   CHECK(m.seq_len == 8);
   CHECK_NOTHROW(autoloco::check_hf_config(m, qwen3, dir.path.string()));
+  // The start log names the keys the directory gave: not those the run gave.
+  const auto& d = m.described;
+  CHECK(std::find(d.begin(), d.end(), "model.n_layer") != d.end());
+  CHECK(std::find(d.begin(), d.end(), "model.qk_norm") != d.end());
+  CHECK(std::find(d.begin(), d.end(), "model.seq_len") == d.end());
+  CHECK(std::find(d.begin(), d.end(), "model.init_from") == d.end());
   // A key the run sets to another value stays the run's, and the check names both values.
   const ModelConfig other =
       autoloco::parse_config("", {at, "model.seq_len=8", "model.n_layer=3"}, "<test>", describe)
           .model;
   CHECK(other.n_layer == 3);
+  CHECK(std::find(other.described.begin(), other.described.end(), "model.n_layer") ==
+        other.described.end());
   CHECK_THROWS_WITH(autoloco::check_hf_config(other, qwen3, dir.path.string()),
                     Catch::Contains("model.n_layer: this run has 3"));
   // Without the describer (a config read back from a checkpoint) nothing is filled.
@@ -242,4 +275,38 @@ TEST_CASE("model.init_from describes the model: the keys the run leaves unset co
   CHECK_THROWS_WITH(
       autoloco::parse_config("", {"model.init_from=/nonexistent/x"}, "<test>", describe),
       Catch::Contains("model.init_from") && Catch::Contains("no config.json"));
+}
+
+TEST_CASE("model.init_from's tokenizer must be the one the data was prepared with", "[hf][data]") {
+  autoloco::test::TempDir dir("hf-init-tokenizer");
+  const std::string model_dir = dir.path.string();
+  const std::string json = R"({"version": "1.0", "model": {"type": "BPE", "vocab": {"a": 0}}})";
+  std::ofstream(dir.path / "tokenizer.json") << json;
+  autoloco::PreparedData hf;
+  hf.json_path = "data/x/prepare.json";
+  hf.tokenizer = "hf";
+  hf.vocab_size = 1;
+  hf.tokenizer_model = "data/x/tokenizer.json";
+  hf.tokenizer_model_crc32 = autoloco::crc32(json.data(), json.size());
+  CHECK_NOTHROW(autoloco::check_init_from_tokenizer(hf, model_dir));
+  // Another tokenizer.json: named, with the command that prepares the corpus with the model's.
+  hf.tokenizer_model_crc32 ^= 1;
+  CHECK_THROWS_WITH(autoloco::check_init_from_tokenizer(hf, model_dir),
+                    Catch::Contains("another tokenizer than model.init_from's") &&
+                        Catch::Contains(model_dir + "/tokenizer.json") &&
+                        Catch::Contains("--hf-tokenizer " + model_dir + "/tokenizer.json"));
+  // Byte data: right against autoloco's byte-level export, wrong against a subword tokenizer.
+  autoloco::PreparedData bytes;
+  bytes.json_path = "data/b/prepare.json";
+  bytes.tokenizer = "bytes";
+  bytes.vocab_size = 256;
+  CHECK_THROWS_WITH(autoloco::check_init_from_tokenizer(bytes, model_dir),
+                    Catch::Contains("bytes tokenizer of vocabulary 256"));
+  std::ofstream(dir.path / "tokenizer.json", std::ios::trunc)
+      << autoloco::byte_level_tokenizer_json();
+  CHECK_NOTHROW(autoloco::check_init_from_tokenizer(bytes, model_dir));
+  // Nothing to compare: shards without prepare.json, a directory without a tokenizer.
+  CHECK_NOTHROW(autoloco::check_init_from_tokenizer(std::nullopt, model_dir));
+  std::filesystem::remove(dir.path / "tokenizer.json");
+  CHECK_NOTHROW(autoloco::check_init_from_tokenizer(hf, model_dir));
 }

@@ -312,20 +312,21 @@ std::map<std::string, std::string> model_key_origins(const YAML::Node& file_root
 }
 
 // model.init_from's directory fills the model keys nobody gave (ModelDescriber, config.hpp);
-// true when it filled any, which then need loading again.
-bool fill_from_init(YAML::Node& root, const Config& config, const ModelDescriber& describe,
-                    const std::map<std::string, std::string>& origin_of) {
-  if (!describe || config.model.init_from.empty() || !config.model.preset.empty()) return false;
+// returns the keys it filled, which then need loading again.
+std::vector<std::string> fill_from_init(YAML::Node& root, const Config& config,
+                                        const ModelDescriber& describe,
+                                        const std::map<std::string, std::string>& origin_of) {
+  if (!describe || config.model.init_from.empty() || !config.model.preset.empty()) return {};
   Config described = config;
   described.model = describe(config.model.init_from);
-  bool filled = false;
+  std::vector<std::string> filled;
   for (const auto& [key, value] : config_values(described)) {
     if (key.rfind("model.", 0) != 0 || origin_of.count(key) > 0) continue;
     if (key == "model.init_from" || key == "model.preset" || key == "model.recompute") continue;
     if (key == "model.seq_len" && described.model.arch == "llama") continue;
     if (!root["model"] || !root["model"].IsMap()) root["model"] = YAML::Node(YAML::NodeType::Map);
     root["model"][key.substr(6)] = YAML::Load(value);
-    filled = true;
+    filled.push_back(key);
   }
   return filled;
 }
@@ -368,7 +369,11 @@ Config parse_config(const std::string& yaml_text, const std::vector<std::string>
   for (const auto& o : overrides)
     apply_override(root, o);
   Config config = load_root(root);
-  if (fill_from_init(root, config, describe, origin_of)) config = load_root(root);
+  const std::vector<std::string> described = fill_from_init(root, config, describe, origin_of);
+  if (!described.empty()) {
+    config = load_root(root);
+    config.model.described = described;
+  }
   try {
     validate(config);
   } catch (const ConfigError& e) {

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace autoloco {
 
@@ -35,6 +36,9 @@ struct ModelConfig {
   bool tie_embeddings = true;
   std::string recompute = "none";
   std::string init_from;
+  // Not a key: the model keys that model.init_from's config.json gave ("model.n_layer", ...),
+  // for the start log; the effective config holds their values.
+  std::vector<std::string> described;
 
   template <class Self, class V>
   static void visit(Self& s, V& v) {

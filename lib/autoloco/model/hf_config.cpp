@@ -188,6 +188,10 @@ void read_rope(const Fields& f, ModelConfig& m) {
   const char* key = five ? "rope_parameters" : "rope_scaling";
   if (!(r && r.IsMap())) return;
   if (r["rope_theta"]) m.rope_theta = r["rope_theta"].as<double>();
+  if (r["partial_rotary_factor"]) {
+    const double partial = r["partial_rotary_factor"].as<double>();
+    f.require(partial == 1.0, key, fmt::format("partial_rotary_factor {}", partial));
+  }
   const YAML::Node type_node = r["rope_type"] ? r["rope_type"] : r["type"];
   const std::string type = type_node ? type_node.as<std::string>() : std::string("default");
   if (type == "default") return;
@@ -235,6 +239,20 @@ ModelConfig read_llama(const Fields& f, const std::string& type) {
   m.qk_norm = type == "qwen3";
   f.require(!f.get<bool>("mlp_bias", false), "mlp_bias", "true");
   f.require(f.get<int64_t>("pretraining_tp", 1) == 1, "pretraining_tp", "other than 1");
+  const double dropout = f.get<double>("attention_dropout", 0.0);
+  f.require(dropout == 0.0, "attention_dropout",
+            fmt::format("{}: autoloco trains without dropout", dropout));
+  f.require(!f.get<bool>("use_mrope", false), "use_mrope", "true: multimodal rotary positions");
+  const double partial = f.get<double>("partial_rotary_factor", 1.0);
+  f.require(partial == 1.0, "partial_rotary_factor",
+            fmt::format("{}: rotation of part of each head", partial));
+  // transformers >= 4.56 lists each layer's attention; a window in any one is not built.
+  if (const YAML::Node layers = f.node("layer_types"); layers && layers.IsSequence()) {
+    for (const YAML::Node& layer : layers) {
+      const std::string kind = layer.as<std::string>();
+      f.require(kind == "full_attention", "layer_types", kind);
+    }
+  }
   if (type == "qwen2" || type == "qwen3") {
     f.require(!f.get<bool>("use_sliding_window", false), "use_sliding_window",
               "true: attention over a window");

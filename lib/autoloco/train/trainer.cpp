@@ -10,6 +10,7 @@
 #include "autoloco/comm/intra_dc.hpp"
 #include "autoloco/metrics/progress.hpp"
 #include "autoloco/model/hf_weights.hpp"
+#include "autoloco/train/init_tokenizer.hpp"
 #include "autoloco/model/model_specs.hpp"
 #include "autoloco/optim/adamw.hpp"
 #include "autoloco/optim/lr_schedule.hpp"
@@ -98,6 +99,7 @@ Trainer::Trainer(const Config& config, MPI_Comm world, TrainerOptions options)
   val_data_ =
       std::make_unique<TokenDataset>(config_.data.val, config_.model.vocab_size, "data.val");
   check_same_tokenizer(train_data_->prepared(), val_data_->prepared());
+  check_init_from_tokenizer(train_data_->prepared(), config_.model.init_from);
   std::vector<size_t> subset;
   if (config_.data.partition == "by_shard") {
     const int dcs = elastic_ ? static_cast<int>(config_.elastic.dcs) : topo_.num_dcs;
@@ -107,6 +109,7 @@ Trainer::Trainer(const Config& config, MPI_Comm world, TrainerOptions options)
   grad_sync_ =
       std::make_unique<GradientSync>(*grad_comm_, across, wire_codec(config_.outer),
                                      topo_.world_size, static_cast<uint64_t>(config_.run.seed));
+  find_resume_candidates(options_.resume);
   baseline_rss_ = resident_bytes();
   build_instances(subset);
   streams_ = InstanceStreams(device_, instances_.size());
@@ -169,7 +172,7 @@ void Trainer::build_instances(const std::vector<size_t>& shard_subset) {
       inst.params = std::make_unique<FlatParams>(*inst.model, FlatParams::default_decay_rule(),
                                                  keeps_flat_gradient(mode));
       if (id == 0) {
-        if (!config_.model.init_from.empty() && topo_.world_rank == 0) init_from_hf(inst.model);
+        if (reads_init_from() && topo_.world_rank == 0) init_from_hf(inst.model);
         // Every replica starts from world rank 0's parameters, whatever the ranks' RNGs did.
         broadcast_values(*inst.params, *world_comm_);
       } else {
@@ -195,7 +198,7 @@ void Trainer::build_full_shard(ModelInstance& inst, Recompute recompute) {
   // Built whole on the host (once, like FSDP without deferred initialisation), so that every
   // shard mode starts from the same values; then only this member's shard moves to the device.
   if (inst.id == 0) {
-    if (!config_.model.init_from.empty() && topo_.world_rank == 0) init_from_hf(inst.model);
+    if (reads_init_from() && topo_.world_rank == 0) init_from_hf(inst.model);
     broadcast_parameters(*inst.model, *world_comm_);
   }
   const ShardSpan span(parameter_count(*inst.model), topo_.ranks_per_dc, topo_.member);

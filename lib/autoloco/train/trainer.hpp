@@ -209,8 +209,16 @@ class Trainer {
   // trainer_load.cpp (the load of one),
   // trainer_resume.cpp (which one, the checks, the fallback, the run directory)
   void open_run_directory(const std::optional<Resumed>& resumed);
+  // Lists the checkpoints a resume may restore, newest first, into resume_candidates_: before
+  // the model is built, so that a restore skips model.init_from's weights.
+  void find_resume_candidates(const std::string& request);
   std::optional<Resumed> resume(const std::string& request);
   std::vector<std::string> resume_candidates(const std::string& request);
+  // model.init_from's weights are read unless a checkpoint is to be restored (its values
+  // replace them; for a 7B model the read is minutes).
+  bool reads_init_from() const {
+    return !config_.model.init_from.empty() && resume_candidates_.empty();
+  }
   Resumed load_checkpoint(const std::string& path);
   void check_resumable(const std::string& path);
   // The checkpoint's progress_step() (check_resumable has set topology_change_).
@@ -365,6 +373,7 @@ class Trainer {
   int64_t baseline_rss_ = 0;          // this rank's resident bytes before the model was built
   int64_t progress_base_step_ = 0;    // progress_step() at the last topology change
   int64_t progress_base_tokens_ = 0;  // tokens_ then
+  std::vector<std::string> resume_candidates_;     // find_resume_candidates (every rank)
   std::vector<std::string> rejected_checkpoints_;  // damaged ones a resume passed over (rank 0)
 };
 

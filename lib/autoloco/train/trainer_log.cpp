@@ -69,6 +69,26 @@ void Trainer::log_model() const {
       m.seq_len, m.vocab_size, m.tie_embeddings ? "tied" : "untied",
       format_si(static_cast<double>(parameter_count(*instances_[0].model))),
       format_si(flops_per_token(m)), format_si(bytes), format_si(2.0 * bytes));
+  if (!m.described.empty()) {
+    std::vector<std::string> given;
+    const auto all = config_values(config_);
+    // Keys that only say something beside others: the scaling's parameters without a scaling,
+    // the width rule's beside an explicit width.
+    const auto moot = [&](const std::string& key) {
+      return (m.rope_scaling == "none" && key.rfind("model.rope_", 0) == 0 &&
+              key != "model.rope_theta" && key != "model.rope_scaling") ||
+             (m.ffn_hidden > 0 &&
+              (key == "model.multiple_of" || key == "model.ffn_dim_multiplier"));
+    };
+    for (const std::string& key : m.described) {
+      if (moot(key)) continue;
+      const auto it =
+          std::find_if(all.begin(), all.end(), [&](const auto& kv) { return kv.first == key; });
+      if (it != all.end()) given.push_back(fmt::format("{}={}", key.substr(6), it->second));
+    }
+    log::info("model keys from {}/config.json (the config leaves them unset): {}", m.init_from,
+              fmt::join(given, " "));
+  }
 }
 
 void Trainer::log_start() const {

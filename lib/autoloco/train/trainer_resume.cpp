@@ -169,20 +169,31 @@ int64_t Trainer::saved_progress(const H5Reader& g) const {
   return base_step + (g.read_int("counters/tokens") - base_tokens) / per_step;
 }
 
-std::optional<Trainer::Resumed> Trainer::resume(const std::string& request) {
-  if (request.empty()) return std::nullopt;
-  const Watch io("a resume's read of a checkpoint (every rank waits for the slowest reader)",
+void Trainer::find_resume_candidates(const std::string& request) {
+  if (request.empty()) return;
+  const Watch io("a resume's listing of checkpoints (every rank waits for world rank 0)",
                  WatchBound{config_.ckpt.timeout_s, "ckpt.timeout_s"});
-  const MPI_Comm world = world_comm_->handle();
-  const std::vector<std::string> candidates = resume_candidates(request);
+  resume_candidates_ = resume_candidates(request);
   int64_t damaged = static_cast<int64_t>(rejected_checkpoints_.size());
-  AUTOLOCO_MPI(MPI_Bcast(&damaged, 1, MPI_INT64_T, 0, world));
-  if (candidates.empty() && damaged > 0) {
+  AUTOLOCO_MPI(MPI_Bcast(&damaged, 1, MPI_INT64_T, 0, world_comm_->handle()));
+  if (resume_candidates_.empty() && damaged > 0) {
     throw CheckpointError(fmt::format(
         "--resume auto: every checkpoint in '{}' is incomplete or damaged (see the warnings "
         "above). Start a new run with another run.name, or resume one by hand with --resume PATH",
         checkpoint_dir()));
   }
+  if (!resume_candidates_.empty() && !config_.model.init_from.empty() && topo_.world_rank == 0) {
+    log::info("model.init_from {}: its weights are not read, the resume restores a checkpoint",
+              config_.model.init_from);
+  }
+}
+
+std::optional<Trainer::Resumed> Trainer::resume(const std::string& request) {
+  if (request.empty()) return std::nullopt;
+  const Watch io("a resume's read of a checkpoint (every rank waits for the slowest reader)",
+                 WatchBound{config_.ckpt.timeout_s, "ckpt.timeout_s"});
+  const MPI_Comm world = world_comm_->handle();
+  const std::vector<std::string>& candidates = resume_candidates_;
   if (candidates.empty()) {
     if (topo_.world_rank == 0) {
       log::info("--resume auto: no checkpoint in {}: starting a new run", checkpoint_dir());
