@@ -1,6 +1,7 @@
 // End to end: Hugging Face import and export checked against transformers itself, by
-// tests/hf/check_hf.py on four tiny models (gpt2 tied and untied, llama tied, llama untied with
-// grouped-query attention), fp32 logits within 1e-4:
+// tests/hf/check_hf.py on nine tiny models (gpt2 tied and untied, llama tied, llama untied with
+// grouped-query attention, and the five published configs of tests/hf/fixtures: Llama 3.2,
+// Qwen2.5, Qwen3, SmolLM2, Mistral), fp32 logits within 1e-4:
 //   import     models made and saved by transformers (whole and sharded) give transformers' logits
 //              under `autoloco-ckpt logits`;
 //   export     checkpoints of autoloco-train, exported with `autoloco-ckpt export --format hf`
