@@ -16,8 +16,8 @@
 #include "autoloco/model/hf_names.hpp"
 #include "autoloco/model/hf_tokenizer_files.hpp"
 #include "autoloco/model/hf_weights.hpp"
-#include "autoloco/train/init_tokenizer.hpp"
 #include "autoloco/model/model_specs.hpp"
+#include "autoloco/train/init_tokenizer.hpp"
 #include "autoloco/util/crc32.hpp"
 #include "autoloco/util/error.hpp"
 
