@@ -167,12 +167,12 @@ TEST_CASE("e2e: autoloco-bench --hf-step times the Trainer against transformers'
     CHECK(std::count(list.begin(), list.end(), ',') == 2);
   }
   // A Qwen3-shaped model is timed against Qwen3ForCausalLM (the parameter counts must agree).
-  const BenchResult qwen3 = run_single(
-      tmp.str(), "--hf-step",
-      std::string(kTinyLlama) +
-          " --set model.family=qwen3 --set model.qk_norm=true --set model.head_dim=32"
-          " --steps 1 --warmup 0 --repeats 1 --python '" +
-          python + "'");
+  const BenchResult qwen3 =
+      run_single(tmp.str(), "--hf-step",
+                 std::string(kTinyLlama) +
+                     " --set model.family=qwen3 --set model.qk_norm=true --set model.head_dim=32"
+                     " --steps 1 --warmup 0 --repeats 1 --python '" +
+                     python + "'");
   INFO(qwen3.out << "\n" << qwen3.err);
   REQUIRE(qwen3.code == 0);
   CHECK(qwen3.out.find("\"transformers_class\":\"Qwen3ForCausalLM\"") != std::string::npos);

@@ -34,23 +34,21 @@ void check_init_from_tokenizer(const std::optional<PreparedData>& data,
                                const std::string& model_dir) {
   if (!data || model_dir.empty()) return;
   const std::string json_path = (fs::path(model_dir) / "tokenizer.json").string();
-  const std::string sp_path = (fs::path(model_dir) / "tokenizer.model").string();
   const std::string json_fix = "autoloco-prepare --tokenizer hf --hf-tokenizer " + json_path;
-  if (data->tokenizer == "hf") {
-    const auto bytes = regular_file_bytes(json_path);
-    if (!bytes || data->tokenizer_model_crc32 < 0) return;
-    if (static_cast<int64_t>(crc32(bytes->data(), bytes->size())) != data->tokenizer_model_crc32)
-      throw mismatch(*data, json_path, json_fix);
-  } else if (data->tokenizer == "sentencepiece") {
-    const auto bytes = regular_file_bytes(sp_path);
-    if (!bytes || data->tokenizer_model_crc32 < 0) return;
-    if (static_cast<int64_t>(crc32(bytes->data(), bytes->size())) != data->tokenizer_model_crc32)
-      throw mismatch(*data, sp_path,
-                     "autoloco-prepare --tokenizer sentencepiece --sp-model " + sp_path);
-  } else if (data->tokenizer == "bytes") {
+  if (data->tokenizer == "bytes") {
     // autoloco's export of a byte model writes its byte-level tokenizer.json, which is bytes.
     const auto bytes = regular_file_bytes(json_path);
     if (bytes && *bytes != byte_level_tokenizer_json()) throw mismatch(*data, json_path, json_fix);
+    return;
+  }
+  // hf and sentencepiece data: prepare.json's CRC-32 of the file it was prepared with.
+  const bool sp = data->tokenizer == "sentencepiece";
+  const std::string path = sp ? (fs::path(model_dir) / "tokenizer.model").string() : json_path;
+  const auto bytes = regular_file_bytes(path);
+  if (!bytes || data->tokenizer_model_crc32 < 0) return;
+  if (static_cast<int64_t>(crc32(bytes->data(), bytes->size())) != data->tokenizer_model_crc32) {
+    throw mismatch(*data, path,
+                   sp ? "autoloco-prepare --tokenizer sentencepiece --sp-model " + path : json_fix);
   }
 }
 
