@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets of tests/fuzz (token shards, manifest.json, the YAML config with
 # --set, HDF5 checkpoint files, the prepare.json beside shards, safetensors files and their
-# index, the lighthouse's control messages and handshake) with clang, AddressSanitizer and
+# index, the lighthouse's control messages and handshake, autoloco-prepare's json lines and
+# parquet readers) with clang, AddressSanitizer and
 # UndefinedBehaviorSanitizer into build/fuzz, and runs each for a given time.
 #   scripts/fuzz.sh [--seconds N] [--jobs J] [TARGET...]
-#   TARGET: shard, manifest, config, checkpoint, prepared, safetensors, control (default: all); N seconds per target (default 60);
+#   TARGET: shard, manifest, config, checkpoint, prepared, safetensors, control, rows, parquet
+#   (default: all); N seconds per target (default 60);
 #   J targets fuzzed at once (default 1).
 # Each target starts from its committed seeds (tests/fuzz/corpus/<target>, never written to) and
 # the corpus it grew before (build/fuzz/corpus/<target>, where new inputs go). A crash, hang,
@@ -17,7 +19,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-all_targets=(shard manifest config checkpoint prepared safetensors control)
+all_targets=(shard manifest config checkpoint prepared safetensors control rows parquet)
 seconds=60
 jobs=1
 targets=()

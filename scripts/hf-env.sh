@@ -9,6 +9,9 @@
 # requirements (sympy, networkx, jinja2, ...) and transformers, safetensors, tokenizers and theirs.
 # Nothing floats. Rerunning is fast: a stamp in the venv records the list it installed.
 #
+# It also holds the pinned pyarrow, whose Arrow and Parquet C++ libraries autoloco-prepare's
+# parquet reader links (configure after this script has run).
+#
 # Usage:
 #   python=$(scripts/hf-env.sh | tail -1)
 #   HF_HUB_OFFLINE=1 "$python" -c 'import torch, transformers, safetensors, tokenizers'
@@ -39,7 +42,7 @@ want=$(grep -v '^ *#' "$requirements" | grep -v '^ *$' | sort)
 
 installed_ok() {
   [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]] &&
-    "$python" -c 'import tokenizers, safetensors, sentencepiece, google.protobuf' 2>/dev/null
+    "$python" -c 'import tokenizers, safetensors, sentencepiece, google.protobuf, pyarrow' 2>/dev/null
 }
 
 if installed_ok; then
@@ -54,7 +57,7 @@ else
   fi
   # A quick import of everything, offline: a missing requirement shows here, not in a test.
   if ! HF_HUB_OFFLINE=1 "$python" -c 'import torch, transformers, safetensors, tokenizers
-import sentencepiece, google.protobuf
+import sentencepiece, google.protobuf, pyarrow.parquet
 from sentencepiece import sentencepiece_model_pb2
 from transformers import LlamaForCausalLM, GPT2LMHeadModel, LlamaTokenizer' >&2; then
     die "the packages installed but do not import (see above); remove $stamp and rerun"

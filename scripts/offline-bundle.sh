@@ -12,10 +12,11 @@
 #
 # What goes in (decided here; MANIFEST lists the result):
 #   dev   the -dev packages, WITHOUT their apt dependencies (headers, .so links, CMake files):
-#         libopenmpi-dev libhdf5-dev libyaml-cpp-dev libfmt-dev catch2 zlib1g-dev
+#         libopenmpi-dev libhdf5-dev libyaml-cpp-dev libfmt-dev catch2 zlib1g-dev libzstd-dev
+#         rapidjson-dev
 #   core  the runtime packages that autoloco links or launches, always installed:
 #         libopenmpi3 openmpi-bin openmpi-common libpmix2 libhwloc15 libhdf5-103-1
-#         libyaml-cpp0.7 libfmt9
+#         libyaml-cpp0.7 libfmt9 libzstd1
 #   dep   the rest of the recursive Depends/Pre-Depends closure of the core packages (first
 #         alternative of each group); offline-install.sh skips a dep package whose shared
 #         libraries the target system already has (so that Debian 12's copies do not shadow newer
@@ -82,9 +83,10 @@ while (($#)); do
   esac
 done
 
-readonly DEV_PACKAGES=(libopenmpi-dev libhdf5-dev libyaml-cpp-dev libfmt-dev catch2 zlib1g-dev)
+readonly DEV_PACKAGES=(libopenmpi-dev libhdf5-dev libyaml-cpp-dev libfmt-dev catch2 zlib1g-dev
+  libzstd-dev rapidjson-dev)
 readonly CORE_PACKAGES=(libopenmpi3 openmpi-bin openmpi-common libpmix2 libhwloc15 libhdf5-103-1
-  libyaml-cpp0.7 libfmt9)
+  libyaml-cpp0.7 libfmt9 libzstd1)
 readonly BASE_PACKAGES=(libc6 libgcc-s1 libstdc++6 gcc-12-base zlib1g)
 readonly NOT_NEEDED=(libhwloc-plugins openssh-client)
 

@@ -18,6 +18,7 @@ packages=(
   libopenmpi-dev openmpi-bin                 # launch and communication
   libhdf5-dev zlib1g-dev libyaml-cpp-dev libfmt-dev catch2
   libsentencepiece-dev sentencepiece         # autoloco-prepare --tokenizer sentencepiece; spm_encode
+  libzstd-dev rapidjson-dev                  # autoloco-prepare: zstd json lines, json parsing
   python3 python3-venv python3-numpy python3-matplotlib python3-h5py python3-yaml  # scripts
   python3-doc                                # the default corpus (Python docs, reST sources)
   iproute2                                   # ip and tc: the network lab (scripts/netlab.sh)

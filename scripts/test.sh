@@ -29,7 +29,8 @@ read -r -a cmake_args <<<"${AUTOLOCO_CMAKE_ARGS:-}"
 check_found_in_prefix() {
   local cache=$1/CMakeCache.txt prefix=$2 var value bad=0
   for var in MPI_C_HEADER_DIR MPI_mpi_LIBRARY MPIEXEC_EXECUTABLE HDF5_C_INCLUDE_DIR \
-    HDF5_hdf5_LIBRARY_RELEASE ZLIB_INCLUDE_DIR yaml-cpp_DIR fmt_DIR Catch2_DIR; do
+    HDF5_hdf5_LIBRARY_RELEASE ZLIB_INCLUDE_DIR yaml-cpp_DIR fmt_DIR Catch2_DIR zstd_DIR \
+    RAPIDJSON_INCLUDE_DIR; do
     value=$(sed -n "s|^$var:[A-Z]*=||p" "$cache")
     if [[ "$value" != "$prefix"/* ]]; then
       echo "test.sh: $var is '$value', not under the offline prefix $prefix" >&2
@@ -37,7 +38,8 @@ check_found_in_prefix() {
     fi
   done
   ((bad == 0)) || { echo "test.sh: the cuda build found system packages; see above" >&2; exit 1; }
-  echo "test.sh: MPI, HDF5, zlib, yaml-cpp, fmt and Catch2 all found under $prefix" >&2
+  echo "test.sh: MPI, HDF5, zlib, yaml-cpp, fmt, Catch2, zstd and RapidJSON all found under" \
+    "$prefix" >&2
 }
 
 configure_cuda() {

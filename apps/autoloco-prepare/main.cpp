@@ -1,4 +1,5 @@
-// autoloco-prepare: turns text (a directory of Python's reST docs, or one novel.txt) into
+// autoloco-prepare: turns a corpus (a directory of Python's reST docs, one novel.txt, or the json
+// lines and parquet files that FineWeb, DCLM and C4 ship as) into
 // train/val token shards for autoloco-train, as bytes, SentencePiece subwords or the tokens of
 // a Hugging Face tokenizer.json, and reports the entropy bound to beat and the bytes per token
 // that bits per byte need.
@@ -21,13 +22,19 @@ namespace {
 
 constexpr const char* kUsage = R"(usage: autoloco-prepare [options] INPUT...
 
-Reads text files (INPUTs are files or directories, walked recursively in sorted order), cuts
-them into documents, splits the documents into train and val, tokenizes them and writes token
-shards for autoloco-train:
+Reads text files, json lines and parquet files (INPUTs are files or directories, walked
+recursively in sorted order), makes documents of them (pieces of text files; a row of the
+others), splits the documents into train and val, tokenizes them and writes token shards for
+autoloco-train:
   OUT/train_000.bin ...  OUT/val_000.bin ...  OUT/prepare.json
   [OUT/tokenizer.model (sentencepiece) or OUT/tokenizer.json (hf)]
 Each document is followed by a newline. prepare.json records the tokenizer, its vocabulary
 (model.vocab_size must equal it) and the val split's bytes per token (for eval_bpb).
+
+Formats, by file name: *.jsonl, *.json, *.ndjson are json lines (one object per line, the
+document in --text-field), plain or compressed with gzip or zstd (*.jsonl.gz, *.jsonl.zst, ...;
+the stream's first bytes say which); *.parquet are parquet files (the --text-field column,
+read row group by row group); anything else is text. Memory stays bounded whatever the size.
 
 options:
   --out DIR           output directory (default data/pydoc, where the quickstart config reads)
@@ -48,7 +55,12 @@ options:
                       auto: whole files when there are at least 20/F of them, else pieces
                       sized so that val gets about 20 documents)
   --ext LIST          keep only files ending in one of these comma-separated suffixes, e.g.
-                      .rst,.txt (default: every file with no NUL byte in its first 4 KiB)
+                      .rst,.txt or .jsonl.zst (default: json lines and parquet files by their
+                      names, and every other file with no NUL byte in its first 4 KiB)
+  --text-field NAME   json lines and parquet: the field (column) with the text (default text)
+  --skip-bad          leave out bad rows (malformed json, a missing field, a value that is not
+                      a string) and the rest of a damaged file, and report how many, instead
+                      of stopping at the first with an error
   --shard-tokens N    maximum tokens per shard (default 8388608)
   --seed S            seed of the per-document train/val split (default 1337)
   --threads N         threads that tokenize and train (default: every core)
@@ -65,6 +77,8 @@ examples:
   autoloco-prepare --tokenizer sentencepiece --vocab-size 4096 --out data/pydoc-sp4k \
       /usr/share/doc/python3.11/html/_sources
   autoloco-prepare --out data/novel novel.txt
+  autoloco-prepare --out data/fineweb-edu fineweb-edu/sample/10BT/   # *.parquet
+  autoloco-prepare --out data/dclm --skip-bad dclm/global-shard_01_of_10/  # *.jsonl.zst
   scripts/hf-env.sh    # once: the Python with the tokenizers package
   autoloco-prepare --tokenizer hf --hf-tokenizer gpt2/tokenizer.json --out data/pydoc-gpt2 \
       /usr/share/doc/python3.11/html/_sources
@@ -193,6 +207,12 @@ bool parse(int argc, char** argv, autoloco::PrepareOptions& options, BenchReques
     } else if (arg == "--threads") {
       options.threads = static_cast<int>(parse_count(arg, args.value(arg)));
       if (options.threads <= 0) throw UsageError("--threads must be positive");
+    } else if (arg == "--text-field") {
+      options.text_field = args.value(arg);
+      if (options.text_field.empty()) throw UsageError("--text-field needs a field name");
+    } else if (arg == "--skip-bad") {
+      args.expect_no_value(arg);
+      options.skip_bad = true;
     } else if (arg == "--overwrite") {
       args.expect_no_value(arg);
       options.overwrite = true;
@@ -210,7 +230,9 @@ bool parse(int argc, char** argv, autoloco::PrepareOptions& options, BenchReques
       options.inputs.push_back(arg);
     }
   }
-  if (options.inputs.empty()) throw UsageError("no INPUT given: name text files or directories");
+  if (options.inputs.empty()) {
+    throw UsageError("no INPUT given: name text, json lines or parquet files, or directories");
+  }
   if (bench.requested) {
     if (options.sp_model.empty() || options.inputs.size() != 1) {
       throw UsageError("--bench needs --sp-model FILE and one text file");
@@ -257,7 +279,11 @@ void print_summary(const autoloco::PrepareOptions& options, const autoloco::Prep
                    double seconds) {
   fmt::print("prepared {} files ({} bytes; {} skipped by the filters) into {} in {:.1f} s\n",
              r.files, r.bytes, r.skipped_files, options.out_dir, seconds);
-  if (r.whole_files) {
+  if (r.row_files > 0) {
+    fmt::print("  {} documents: a row each of {} json lines and parquet files{}\n", r.documents,
+               r.row_files,
+               r.row_files < r.files ? ", and pieces or the whole of each text file" : "");
+  } else if (r.whole_files) {
     fmt::print("  {} documents: one per file\n", r.documents);
   } else {
     fmt::print("  {} documents: files cut at blank lines into pieces of at most {} bytes\n",
@@ -284,6 +310,12 @@ void print_summary(const autoloco::PrepareOptions& options, const autoloco::Prep
              mb, r.tokenize_s, r.tokenize_s > 0 ? mb / r.tokenize_s : 0.0, r.token_bits);
   for (const auto& warning : r.warnings)
     fmt::print("  warning: {}\n", warning);
+  if (r.skipped_rows > 0 || r.skipped_tails > 0) {
+    fmt::print("  skipped (--skip-bad): {} bad rows, {} damaged files' rest; the first:\n",
+               r.skipped_rows, r.skipped_tails);
+    for (const auto& example : r.skipped_examples)
+      fmt::print("    {}\n", example);
+  }
   if (r.val_documents == 0) {
     fmt::print("  warning: no validation split (one document); give more text\n");
     return;

@@ -78,6 +78,19 @@ if(NOT AUTOLOCO_SENTENCEPIECE STREQUAL "OFF")
   endif()
 endif()
 
+# The readers of shipped corpora (autoloco-prepare): zstd and RapidJSON (header-only) from Debian
+# (libzstd-dev, rapidjson-dev); gzip is zlib's.
+find_package(zstd REQUIRED)
+find_path(RAPIDJSON_INCLUDE_DIR rapidjson/document.h)
+if(NOT RAPIDJSON_INCLUDE_DIR)
+  message(FATAL_ERROR "RapidJSON (rapidjson/document.h) was not found: install rapidjson-dev "
+                      "(scripts/setup.sh does) or set RAPIDJSON_INCLUDE_DIR")
+endif()
+add_library(autoloco_rapidjson INTERFACE)
+target_include_directories(autoloco_rapidjson SYSTEM INTERFACE ${RAPIDJSON_INCLUDE_DIR})
+
+include(AutolocoParquet)
+
 if(AUTOLOCO_BUILD_TESTS)
   find_package(Catch2 REQUIRED)
   include(Catch)

@@ -79,10 +79,10 @@ class Collector {
   }
 
   bool keep(const fs::path& path) const {
-    if (!options_.extensions.empty()) {
-      return has_suffix(path.filename().string(), options_.extensions);
-    }
-    return looks_like_text(path.string());
+    const std::string name = path.filename().string();
+    if (!options_.extensions.empty()) return has_suffix(name, options_.extensions);
+    // Compressed json lines and parquet are binary: their names say what they are.
+    return input_format_of(name) != InputFormat::text || looks_like_text(path.string());
   }
 
   void add(const fs::path& path, const std::string& rel) {
@@ -90,7 +90,7 @@ class Collector {
     // Never read our own output back in, and read a file reached twice only once.
     if (inside(canonical, out_dir_)) return;
     if (!seen_.insert(canonical.string()).second) return;
-    files.push_back({path, rel, fs::file_size(path)});
+    files.push_back({path, rel, fs::file_size(path), input_format_of(path.filename().string())});
   }
 
   const PrepareOptions& options_;
@@ -105,6 +105,7 @@ class Collector {
 
 // Cuts one file into documents, reading it in windows so that memory stays at about `limit`.
 void cut_file(size_t index, const InputFile& file, uint64_t limit, std::vector<Document>& out) {
+  if (file.format != InputFormat::text) return;
   if (file.size <= limit) {
     out.push_back({index, 0, file.size, false});
     return;
@@ -180,6 +181,10 @@ bool looks_like_text(const std::string& path) {
   return std::memchr(head, 0, static_cast<size_t>(in.gcount())) == nullptr;
 }
 
+bool in_val_split(const std::string& name, uint64_t seed, double val_fraction) {
+  return split_score(name, seed) < val_fraction;
+}
+
 bool has_suffix(const std::string& name, const std::vector<std::string>& suffixes) {
   for (const auto& s : suffixes) {
     if (name.size() >= s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0) {
@@ -237,11 +242,16 @@ DocumentPlan plan_documents(const PrepareOptions& options, const fs::path& canon
   plan.files = std::move(collector.files);
   plan.skipped_files = collector.skipped;
   uint64_t bytes = 0;
-  for (const auto& file : plan.files)
+  size_t text_files = 0;
+  for (const auto& file : plan.files) {
+    if (file.format != InputFormat::text) continue;
     bytes += file.size;
+    ++text_files;
+  }
   plan.doc_bytes = options.doc_bytes;
   if (plan.doc_bytes == 0) {
-    plan.doc_bytes = auto_document_bytes(plan.files.size(), bytes, options.val_fraction);
+    plan.doc_bytes =
+        text_files == 0 ? 0 : auto_document_bytes(text_files, bytes, options.val_fraction);
     plan.whole_files = plan.doc_bytes == 0;
     if (plan.whole_files) plan.doc_bytes = kMaxDocumentBytes;
   } else {

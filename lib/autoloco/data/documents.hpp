@@ -12,6 +12,8 @@
 #include <utility>
 #include <vector>
 
+#include "autoloco/data/input_format.hpp"
+
 namespace autoloco {
 
 struct PrepareOptions;
@@ -20,8 +22,10 @@ struct InputFile {
   std::filesystem::path path;
   std::string rel;  // relative to its input root: what the split hashes
   uint64_t size = 0;
+  InputFormat format = InputFormat::text;  // rows (json lines, parquet) are read as they stream
 };
 
+// A document of a text file: a byte range of it.
 struct Document {
   size_t file = 0;  // index into DocumentPlan::files
   uint64_t offset = 0;
@@ -31,7 +35,7 @@ struct Document {
 
 struct DocumentPlan {
   std::vector<InputFile> files;
-  std::vector<Document> documents;  // in file order, then offset order
+  std::vector<Document> documents;  // of the text files, in file order, then offset order
   size_t skipped_files = 0;         // walked files left out by the filters
   // The cut size in force: files longer than it were cut into documents of at most it.
   uint64_t doc_bytes = 0;
@@ -47,9 +51,14 @@ inline constexpr uint64_t kMaxDocumentBytes = uint64_t{64} << 20;
 inline constexpr uint64_t kMinDocumentBytes = 1024;
 
 // Collects the inputs (files or directories, walked in sorted order; `out_dir` is never read
-// back in), cuts them into documents and assigns each to train or val. Throws DataError.
+// back in), cuts the text files into documents and assigns each to train or val (the auto cut
+// size counts text files only: rows are documents already). Throws DataError.
 DocumentPlan plan_documents(const PrepareOptions& options,
                             const std::filesystem::path& canonical_out_dir);
+
+// Whether a document of this name (a text file's relative name, "name#piece" for a piece of
+// one, "name:line" or "name:row" for a row) falls in the validation split.
+bool in_val_split(const std::string& name, uint64_t seed, double val_fraction);
 
 // Whether `name` ends with one of `suffixes` (--ext, and prepare's own output names).
 bool has_suffix(const std::string& name, const std::vector<std::string>& suffixes);

@@ -9,12 +9,14 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
+#include <functional>
+#include <future>
 #include <limits>
 #include <memory>
 #include <set>
 #include <utility>
 
+#include "autoloco/data/document_source.hpp"
 #include "autoloco/data/documents.hpp"
 #include "autoloco/data/hf_tokenizer.hpp"
 #include "autoloco/data/parallel_encode.hpp"
@@ -89,51 +91,27 @@ class SplitWriter {
   std::vector<uint32_t> buffer_;
 };
 
-std::string read_document(const DocumentPlan& plan, const Document& doc) {
-  const fs::path& path = plan.files[doc.file].path;
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    throw DataError(fmt::format("cannot read input '{}': {}; check permissions", path.string(),
-                                std::strerror(errno)));
-  }
-  std::string text(static_cast<size_t>(doc.size), '\0');
-  in.seekg(static_cast<std::streamoff>(doc.offset));
-  in.read(text.data(), static_cast<std::streamsize>(text.size()));
-  if (static_cast<uint64_t>(in.gcount()) != doc.size) {
-    throw DataError(
-        fmt::format("input '{}' changed while it was prepared (read {} of {} bytes "
-                    "at offset {}); prepare again once it is stable",
-                    path.string(), in.gcount(), doc.size, doc.offset));
-  }
-  return text;
-}
-
 // Streams the lines of the training documents, for SentencePiece's trainer.
 class TrainingLines {
  public:
-  explicit TrainingLines(const DocumentPlan& plan) : plan_(plan) {}
+  TrainingLines(const DocumentPlan& plan, const PrepareOptions& options)
+      : source_(plan, options, skipped_, true) {}
   bool next(std::string& line) {
-    while (pos_ >= text_.size()) {
-      if (!load_next_document()) return false;
+    while (pos_ >= document_.text.size()) {
+      if (!source_.next(document_)) return false;
+      pos_ = 0;
     }
-    const size_t end = std::min(text_.find('\n', pos_), text_.size());
-    line.assign(text_, pos_, end - pos_);
+    const std::string& text = document_.text;
+    const size_t end = std::min(text.find('\n', pos_), text.size());
+    line.assign(text, pos_, end - pos_);
     pos_ = end + 1;
     return true;
   }
 
  private:
-  bool load_next_document() {
-    while (doc_ < plan_.documents.size() && plan_.documents[doc_].val)
-      ++doc_;
-    if (doc_ >= plan_.documents.size()) return false;
-    text_ = read_document(plan_, plan_.documents[doc_++]);
-    pos_ = 0;
-    return true;
-  }
-  const DocumentPlan& plan_;
-  size_t doc_ = 0;
-  std::string text_;
+  SkippedRows skipped_;  // counted again, and reported, when the documents are tokenized
+  DocumentSource source_;
+  DocumentText document_;
   size_t pos_ = 0;
 };
 
@@ -156,7 +134,7 @@ std::unique_ptr<Tokenizer> make_tokenizer(const PrepareOptions& options, const D
     train.model_type = options.sp_model_type;
     train.threads = tokenizer_threads(options.threads);
     train.seed = static_cast<uint32_t>(options.seed);
-    TrainingLines lines(plan);
+    TrainingLines lines(plan, options);
     const Timer timer;
     const std::string model =
         train_sentencepiece(train, [&lines](std::string& line) { return lines.next(line); });
@@ -180,43 +158,77 @@ std::vector<uint32_t> separator_tokens(const Tokenizer& tokenizer) {
   return tokens;
 }
 
+// One batch of documents, read while the one before it is tokenized.
+struct Batch {
+  std::vector<std::string> texts;
+  std::vector<DocumentText> documents;  // their split and origin (text moved to texts)
+};
+
+Batch read_batch(DocumentSource& source, uint64_t bytes) {
+  Batch batch;
+  uint64_t size = 0;
+  DocumentText document;
+  while ((batch.texts.empty() || size < bytes) && source.next(document)) {
+    size += document.text.size();
+    batch.texts.push_back(std::move(document.text));
+    document.text.clear();
+    batch.documents.push_back(document);
+  }
+  return batch;
+}
+
 // Encodes every document on `threads` threads, batch by batch, and hands the tokens to the
-// writers in document order, so the shards do not depend on the number of threads.
-void tokenize_documents(const DocumentPlan& plan, const Tokenizer& tokenizer, int threads,
+// writers in document order, so the shards do not depend on the number of threads. The next
+// batch is read (decompressed, parsed) on a thread of its own meanwhile.
+void tokenize_documents(DocumentSource& source, const Tokenizer& tokenizer, int threads,
                         SplitWriter& train, SplitWriter& val, PrepareReport& report) {
   const std::vector<uint32_t> separator = separator_tokens(tokenizer);
   // The hf tokenizer takes UTF-8 text only (Python strings): name the file that is not.
   const bool utf8_only = dynamic_cast<const HfTokenizer*>(&tokenizer) != nullptr;
   const uint64_t batch_bytes = kBatchBytesPerThread * static_cast<uint64_t>(threads);
-  const auto& docs = plan.documents;
-  for (size_t begin = 0; begin < docs.size();) {
-    size_t end = begin;
-    uint64_t bytes = 0;
-    while (end < docs.size() && (end == begin || bytes < batch_bytes))
-      bytes += docs[end++].size;
-    std::vector<std::string> texts(end - begin);
-    for (size_t i = begin; i < end; ++i) {
-      texts[i - begin] = read_document(plan, docs[i]);
-      const size_t valid = utf8_only ? utf8_valid_prefix(texts[i - begin]) : 0;
-      if (utf8_only && valid != texts[i - begin].size()) {
+  auto read_next = [&source, batch_bytes] {
+    return std::async(std::launch::async, read_batch, std::ref(source), batch_bytes);
+  };
+  std::future<Batch> pending = read_next();
+  while (true) {
+    const Batch batch = pending.get();
+    if (batch.texts.empty()) break;
+    pending = read_next();
+    for (size_t i = 0; i < batch.texts.size() && utf8_only; ++i) {
+      const size_t valid = utf8_valid_prefix(batch.texts[i]);
+      if (valid != batch.texts[i].size()) {
         throw DataError(fmt::format(
-            "input '{}' is not UTF-8 text (a bad byte at offset {}), which the hf tokenizer "
-            "needs; convert it (iconv) or leave it out (--ext)",
-            plan.files[docs[i].file].path.string(), docs[i].offset + valid));
+            "{} is not UTF-8 text (a bad byte {} bytes into the document), which the hf "
+            "tokenizer needs; convert it (iconv) or leave it out (--ext)",
+            source.where(batch.documents[i]), valid));
       }
     }
     const Timer timer;
-    const auto tokens = encode_documents(tokenizer, texts, threads);
+    const auto tokens = encode_documents(tokenizer, batch.texts, threads);
     report.tokenize_s += timer.seconds();
-    for (size_t i = begin; i < end; ++i) {
-      SplitWriter& writer = docs[i].val ? val : train;
-      writer.add(tokens[i - begin]);
+    for (size_t i = 0; i < batch.texts.size(); ++i) {
+      SplitWriter& writer = batch.documents[i].val ? val : train;
+      writer.add(tokens[i]);
       writer.add(separator);
-      writer.bytes += docs[i].size + 1;
+      writer.bytes += batch.texts[i].size() + 1;
       ++writer.documents;
     }
-    begin = end;
   }
+}
+
+// Text documents are assigned so that both splits get one; rows are split as they stream, and
+// a corpus of few rows can leave a split empty, which the trainer could not use.
+void check_splits(const DocumentPlan& plan, const SplitWriter& train, const SplitWriter& val) {
+  if (val.documents > 0 && train.documents > 0) return;
+  const bool rows = std::any_of(plan.files.begin(), plan.files.end(), [](const InputFile& file) {
+    return file.format != InputFormat::text;
+  });
+  if (!rows) return;
+  throw DataError(fmt::format(
+      "the {} split got none of the {} documents: too few rows for --val-fraction; give more "
+      "rows or a {} --val-fraction",
+      val.documents == 0 ? "validation" : "training", train.documents + val.documents,
+      val.documents == 0 ? "larger" : "smaller"));
 }
 
 std::vector<fs::path> existing_outputs(const fs::path& out_dir) {
@@ -234,6 +246,7 @@ void check_options(const PrepareOptions& options) {
     throw DataError(fmt::format("val fraction {} must be in (0, 1)", options.val_fraction));
   }
   if (options.shard_tokens == 0) throw DataError("shard tokens must be positive");
+  if (options.text_field.empty()) throw DataError("the text field (--text-field) is empty");
   if (options.shard_tokens > static_cast<uint64_t>(std::numeric_limits<int32_t>::max())) {
     throw DataError(
         fmt::format("shard tokens {} exceed the shard format's int32 count", options.shard_tokens));
@@ -282,6 +295,9 @@ void write_json(const fs::path& path, const PrepareReport& report, const Prepare
       .add("documents", static_cast<int64_t>(report.documents))
       .add("train_documents", static_cast<int64_t>(report.train_documents))
       .add("val_documents", static_cast<int64_t>(report.val_documents))
+      .add("row_files", static_cast<int64_t>(report.row_files))
+      .add("skipped_rows", static_cast<int64_t>(report.skipped_rows))
+      .add("skipped_tails", static_cast<int64_t>(report.skipped_tails))
       .add("doc_bytes", report.whole_files ? int64_t{0} : static_cast<int64_t>(report.doc_bytes))
       .add("bytes", static_cast<int64_t>(report.bytes))
       .add("train_bytes", static_cast<int64_t>(report.train_bytes))
@@ -304,6 +320,7 @@ void write_json(const fs::path& path, const PrepareReport& report, const Prepare
     json.add("hf_tokenizer", options.hf_tokenizer)
         .add("hf_tokenizers_version", report.hf_library_version);
   }
+  if (report.row_files > 0) json.add("text_field", options.text_field);
   json.add("document_separator", "\n")
       .add("val_fraction", options.val_fraction)
       .add("seed", static_cast<int64_t>(options.seed))
@@ -337,8 +354,10 @@ PrepareReport run(const PrepareOptions& options) {
   const DocumentPlan plan = plan_documents(options, fs::weakly_canonical(out_dir));
   PrepareReport report;
   report.files = plan.files.size();
+  report.row_files = static_cast<size_t>(
+      std::count_if(plan.files.begin(), plan.files.end(),
+                    [](const InputFile& file) { return file.format != InputFormat::text; }));
   report.skipped_files = plan.skipped_files;
-  report.documents = plan.documents.size();
   report.doc_bytes = plan.doc_bytes;
   report.whole_files = plan.whole_files;
   // A bad model or a failed training must not cost the shards already in out_dir.
@@ -351,11 +370,17 @@ PrepareReport run(const PrepareOptions& options) {
 
   SplitWriter train(out_dir, "train", options.shard_tokens, width, report.vocab_size);
   SplitWriter val(out_dir, "val", options.shard_tokens, width, report.vocab_size);
-  tokenize_documents(plan, *tokenizer, tokenizer_threads(options.threads), train, val, report);
+  SkippedRows skipped;
+  DocumentSource source(plan, options, skipped);
+  tokenize_documents(source, *tokenizer, tokenizer_threads(options.threads), train, val, report);
   train.flush();
   val.flush();
-  for (const auto& doc : plan.documents)
-    report.bytes += doc.size;
+  report.documents = train.documents + val.documents;
+  report.bytes = train.bytes + val.bytes - report.documents;  // less one separator each
+  report.skipped_rows = skipped.rows;
+  report.skipped_tails = skipped.files;
+  report.skipped_examples = skipped.examples;
+  check_splits(plan, train, val);
   report.train_documents = train.documents;
   report.val_documents = val.documents;
   report.train_bytes = train.bytes;

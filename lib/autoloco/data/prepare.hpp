@@ -1,4 +1,5 @@
-// Corpus preparation behind autoloco-prepare: text files -> documents -> train/val split ->
+// Corpus preparation behind autoloco-prepare: text files, json lines (plain, gzip, zstd) and
+// parquet files -> documents (pieces of text files, rows of the others) -> train/val split ->
 // tokens (bytes, a SentencePiece model trained on the training split or given, or a Hugging
 // Face tokenizer.json) -> token shards plus prepare.json (and tokenizer.model or
 // tokenizer.json). In the library so that tests can drive it directly.
@@ -17,9 +18,14 @@ struct PrepareOptions {
   std::vector<std::string> inputs;
   // Where train_NNN.bin, val_NNN.bin and prepare.json go (the quickstart config reads here).
   std::string out_dir = "data/pydoc";
-  // Filename suffixes to keep, e.g. {".rst", ".txt"}; empty keeps files that look like text
-  // (no NUL byte in the first 4 KiB).
+  // Filename suffixes to keep, e.g. {".rst", ".txt"}; empty keeps json lines and parquet files
+  // (input_format.hpp) and files that look like text (no NUL byte in the first 4 KiB).
   std::vector<std::string> extensions;
+  // Json lines and parquet: the field (column) that holds a document's text.
+  std::string text_field = "text";
+  // Leave out bad rows (and the rest of a damaged file) with a count in the report, instead of
+  // stopping at the first.
+  bool skip_bad = false;
   // Expected share of documents in the validation split, in (0, 1).
   double val_fraction = 0.05;
   // Maximum tokens per shard.
@@ -49,7 +55,11 @@ struct PrepareOptions {
 };
 
 struct PrepareReport {
-  size_t files = 0;          // input files read
+  size_t files = 0;            // input files read
+  size_t row_files = 0;        // of them, json lines and parquet files
+  uint64_t skipped_rows = 0;   // bad rows left out (skip_bad)
+  uint64_t skipped_tails = 0;  // damaged files whose rest was left out (skip_bad)
+  std::vector<std::string> skipped_examples;
   size_t skipped_files = 0;  // walked files left out by the filters
   size_t documents = 0;
   size_t train_documents = 0;

@@ -1,0 +1,198 @@
+#!/usr/bin/env python3
+"""autoloco-prepare on corpora as they ship: throughput per core and peak memory.
+
+    $(scripts/hf-env.sh | tail -1) scripts/prepare_bench.py [--bin build/release/apps]
+        [--out runs/prepare-bench] [--mb 64] [--memory-gb 0] [--repeat 3] [--threads N]
+
+Writes, under OUT, a corpus of json lines (zstd) made of the Python docs' reST sources (Debian's
+python3-doc; each file a row, repeated to --mb MB of text), a byte-level BPE tokenizer.json of
+8192 pieces trained on it with the tokenizers library, and then measures, alternating the
+repeats and keeping medians:
+
+  - autoloco-prepare --tokenizer bytes | sentencepiece (--sp-model, a 4096-piece BPE model it
+    trained first) | hf (--hf-tokenizer the tokenizer.json), end to end (reading, decompressing,
+    parsing, encoding, writing shards): MB of text per second, per core;
+  - the reference for hf: the tokenizers library's own Tokenizer.encode_batch of the same texts
+    in Python on the same cores (RAYON_NUM_THREADS), the texts already in memory;
+
+and, with --memory-gb G, the peak resident memory (ru_maxrss) of autoloco-prepare --tokenizer
+bytes over a corpus of G GB of json lines (zstd), generated under OUT and removed after.
+Prints one JSON object (also OUT/prepare-bench.json) and the table of docs/results.md.
+"""
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+
+SOURCES = "/usr/share/doc/python3.11/html/_sources"
+
+
+def log(*args):
+    print("prepare_bench:", *args, file=sys.stderr, flush=True)
+
+
+def documents():
+    docs = []
+    for root, _, files in os.walk(SOURCES):
+        for name in sorted(files):
+            if name.endswith(".txt"):
+                with open(os.path.join(root, name), encoding="utf-8", errors="replace") as f:
+                    docs.append(f.read())
+    if not docs:
+        sys.exit(f"prepare_bench: no .txt under {SOURCES}; apt-get install python3-doc")
+    return docs
+
+
+def make_corpus(path, docs, target_bytes):
+    """Rows of `docs`, repeated (numbered, so that no two rows are equal) until `target_bytes`
+    of text, as json lines through zstd; returns (text bytes, rows)."""
+    total = 0
+    rows = 0
+    with subprocess.Popen(["zstd", "-q", "-3", "-T0", "-f", "-o", path],
+                          stdin=subprocess.PIPE) as z:
+        while total < target_bytes:
+            for doc in docs:
+                text = doc if rows < len(docs) else f"{rows} {doc}"
+                line = json.dumps({"id": rows, "text": text}, ensure_ascii=False) + "\n"
+                z.stdin.write(line.encode("utf-8"))
+                total += len(text.encode("utf-8"))
+                rows += 1
+                if total >= target_bytes:
+                    break
+        z.stdin.close()
+    return total, rows
+
+
+def read_texts(path):
+    out = subprocess.run(["zstd", "-dc", path], check=True, capture_output=True).stdout
+    return [json.loads(line)["text"] for line in out.splitlines() if line.strip()]
+
+
+def train_tokenizer(texts, path):
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=8192, initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(texts[:2000], trainer=trainer)
+    tok.save(path)
+
+
+def run_prepare(bin_dir, out, corpus, args, threads):
+    cmd = [os.path.join(bin_dir, "autoloco-prepare"), "--out", out, "--overwrite",
+           "--threads", str(threads), *args, corpus]
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    seconds = time.perf_counter() - start
+    if proc.returncode != 0:
+        sys.exit(f"prepare_bench: {' '.join(cmd)} failed:\n{proc.stderr}")
+    return seconds, proc.stdout
+
+
+def reference_encode(texts, tokenizer_json, threads):
+    code = (
+        "import json, sys, time\n"
+        "from tokenizers import Tokenizer\n"
+        "texts = json.load(open(sys.argv[1]))\n"
+        "tok = Tokenizer.from_file(sys.argv[2])\n"
+        "start = time.perf_counter()\n"
+        "n = 0\n"
+        "for i in range(0, len(texts), 1024):\n"
+        "    n += sum(len(e.ids) for e in tok.encode_batch(texts[i:i + 1024], add_special_tokens=False))\n"
+        "print(json.dumps({'seconds': time.perf_counter() - start, 'tokens': n}))\n")
+    env = dict(os.environ, RAYON_NUM_THREADS=str(threads), TOKENIZERS_PARALLELISM="true")
+    proc = subprocess.run([sys.executable, "-c", code, texts, tokenizer_json], env=env,
+                          capture_output=True, text=True, check=True)
+    return json.loads(proc.stdout)
+
+
+def peak_memory(bin_dir, out, docs, gigabytes):
+    corpus = os.path.join(out, "memory")
+    os.makedirs(corpus, exist_ok=True)
+    path = os.path.join(corpus, "big.jsonl.zst")
+    log(f"writing {gigabytes} GB of json lines (zstd) for the memory measurement")
+    text_bytes, rows = make_corpus(path, docs, int(gigabytes * 1e9))
+    compressed = os.path.getsize(path)
+    shards = os.path.join(out, "memory-out")
+    cmd = [os.path.join(bin_dir, "autoloco-prepare"), "--out", shards, "--overwrite", path]
+    start = time.perf_counter()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    seconds = time.perf_counter() - start
+    peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    if proc.returncode != 0:
+        sys.exit(f"prepare_bench: {' '.join(cmd)} failed:\n{proc.stderr}")
+    if peak_kib <= before:
+        log("warning: an earlier child had a larger peak; the figure is an upper bound")
+    subprocess.run(["rm", "-rf", corpus, shards], check=True)
+    return {"text_bytes": text_bytes, "rows": rows, "compressed_bytes": compressed,
+            "seconds": seconds, "peak_rss_mib": peak_kib / 1024}
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--bin", default="build/release/apps")
+    p.add_argument("--out", default="runs/prepare-bench")
+    p.add_argument("--mb", type=float, default=64, help="MB of text in the speed corpus")
+    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--threads", type=int, default=os.cpu_count())
+    p.add_argument("--memory-gb", type=float, default=0,
+                   help="also measure peak memory over a corpus of this many GB")
+    args = p.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    docs = documents()
+    corpus = os.path.join(args.out, "corpus")
+    os.makedirs(corpus, exist_ok=True)
+    path = os.path.join(corpus, "pydoc.jsonl.zst")
+    text_bytes, rows = make_corpus(path, docs, int(args.mb * 1e6))
+    log(f"{rows} rows, {text_bytes / 1e6:.1f} MB of text in {path}")
+    texts = read_texts(path)
+    texts_json = os.path.join(args.out, "texts.json")
+    with open(texts_json, "w") as f:
+        json.dump(texts, f)
+    tokenizer_json = os.path.join(args.out, "tokenizer.json")
+    train_tokenizer(texts, tokenizer_json)
+    sp_dir = os.path.join(args.out, "sp")
+    run_prepare(args.bin, sp_dir, path, ["--tokenizer", "sentencepiece", "--vocab-size", "4096"],
+                args.threads)
+    kinds = {
+        "bytes": ["--tokenizer", "bytes"],
+        "sentencepiece": ["--tokenizer", "sentencepiece", "--sp-model",
+                          os.path.join(sp_dir, "tokenizer.model")],
+        "hf": ["--tokenizer", "hf", "--hf-tokenizer", tokenizer_json, "--hf-python", sys.executable],
+    }
+    times = {k: [] for k in [*kinds, "tokenizers"]}
+    for r in range(args.repeat):
+        for kind, flags in kinds.items():
+            seconds, _ = run_prepare(args.bin, os.path.join(args.out, kind), path, flags,
+                                     args.threads)
+            times[kind].append(seconds)
+        times["tokenizers"].append(reference_encode(texts_json, tokenizer_json, args.threads)["seconds"])
+        log(f"repeat {r + 1}: " + ", ".join(f"{k} {v[-1]:.2f} s" for k, v in times.items()))
+    result = {"text_mb": text_bytes / 1e6, "rows": rows, "threads": args.threads,
+              "repeats": args.repeat, "seconds": {k: statistics.median(v) for k, v in times.items()}}
+    result["mb_per_s_per_core"] = {k: text_bytes / 1e6 / s / args.threads
+                                   for k, s in result["seconds"].items()}
+    result["hf_over_tokenizers"] = result["seconds"]["tokenizers"] / result["seconds"]["hf"]
+    if args.memory_gb > 0:
+        result["memory"] = peak_memory(args.bin, args.out, docs, args.memory_gb)
+    with open(os.path.join(args.out, "prepare-bench.json"), "w") as f:
+        json.dump(result, f, indent=1)
+    print(json.dumps(result))
+    print()
+    print("| encoder | seconds | MB/s per core | against tokenizers' encode_batch |")
+    print("| --- | --- | --- | --- |")
+    ref = result["seconds"]["tokenizers"]
+    for k in ["tokenizers", "hf", "sentencepiece", "bytes"]:
+        s = result["seconds"][k]
+        print(f"| {k} | {s:.2f} | {result['mb_per_s_per_core'][k]:.2f} | {ref / s:.2f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
