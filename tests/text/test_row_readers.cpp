@@ -152,7 +152,7 @@ TEST_CASE("bad json lines are errors naming the file and line, or skipped with -
   }
 }
 
-TEST_CASE("--text-field chooses the json field", "[data][rows]") {
+TEST_CASE("the json field is chosen by --text-field", "[data][rows]") {
   const TempDir tmp;
   write_text((tmp.path / "a.jsonl").string(),
              "{\"text\": \"no\", \"content\": \"yes\"}\n{\"content\": \"also\"}\n");
