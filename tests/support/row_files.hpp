@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "autoloco/data/row_reader.hpp"
 #include "hf_python.hpp"
 #include "run_files.hpp"
 
@@ -54,13 +55,22 @@ inline std::string zstd_two_frames(const std::string& text, size_t cut) {
   return zstd_frame(text.substr(0, cut)) + zstd_frame(text.substr(cut));
 }
 
-// Runs `script` (Python with pyarrow imported as pa and pyarrow.parquet as pq) in the venv of
-// scripts/hf-env.sh; `dir` holds its log.
+// True, with a note that the test is skipped, in a build that reads no parquet (the ci preset
+// requires the reader, so CI runs these tests).
+inline bool without_parquet() {
+  if (parquet_supported()) return false;
+  WARN("AUTOLOCO_TEST_SKIPPED: this build reads no parquet (configured without pyarrow)");
+  return true;
+}
+
+// Runs `script` (Python with pyarrow imported as pa, pyarrow.parquet as pq, and `d` the path of
+// `dir`, which also gets the script and its log) in the venv of scripts/hf-env.sh.
 inline void run_pyarrow(const std::filesystem::path& dir, const std::string& script) {
   const std::string log = (dir / "pyarrow.log").string();
   const std::string python = hf_python("pyarrow, pyarrow.parquet", log);
   const std::string path = (dir / "make_parquet.py").string();
-  write_text(path, "import pyarrow as pa\nimport pyarrow.parquet as pq\n" + script);
+  write_text(path, "import pyarrow as pa\nimport pyarrow.parquet as pq\nd = " +
+                       shell_quote(dir.string()) + "\n" + script);
   INFO(read_text(log));
   REQUIRE(run_command(shell_quote(python) + " " + shell_quote(path) + " > " + shell_quote(log) +
                       " 2>&1") == 0);

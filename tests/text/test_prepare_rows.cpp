@@ -132,16 +132,11 @@ TEST_CASE("prepare refuses rows that leave a split empty", "[data][prepare][rows
 }
 
 TEST_CASE("prepare reads parquet files' text column", "[data][prepare][rows][parquet]") {
-  if (!autoloco::parquet_supported()) {
-    WARN("AUTOLOCO_TEST_SKIPPED: this build reads no parquet (configured without pyarrow)");
-    return;
-  }
+  if (autoloco::test::without_parquet()) return;
   const TempDir tmp;
   const fs::path corpus = tmp.path / "corpus";
   fs::create_directories(corpus);
   autoloco::test::run_pyarrow(corpus, R"(
-import sys
-d = sys.argv[0].rsplit('/', 1)[0]
 rows = ['parquet row %d' % i for i in range(400)]
 pq.write_table(pa.table({'text': rows, 'url': ['u'] * 400}), d + '/000_00000.parquet',
                row_group_size=128)

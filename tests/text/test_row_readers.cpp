@@ -202,14 +202,9 @@ TEST_CASE("damaged gzip and zstd streams are errors, or end the file with --skip
 
 TEST_CASE("parquet files give a string column's values, row group by row group",
           "[data][rows][parquet]") {
-  if (!autoloco::parquet_supported()) {
-    WARN("AUTOLOCO_TEST_SKIPPED: this build reads no parquet (configured without pyarrow)");
-    return;
-  }
+  if (autoloco::test::without_parquet()) return;
   const TempDir tmp;
   autoloco::test::run_pyarrow(tmp.path, R"(
-import sys
-d = sys.argv[0].rsplit('/', 1)[0]
 texts = ['row %d: caf\u00e9 \U0001F680' % i for i in range(2500)]
 table = pa.table({'id': list(range(2500)), 'text': texts})
 pq.write_table(table, d + '/groups.parquet', row_group_size=1000)
@@ -245,14 +240,9 @@ pq.write_table(pa.table({'text': pa.array(texts, pa.dictionary(pa.int32(), pa.st
 }
 
 TEST_CASE("damaged parquet files are errors naming the file", "[data][rows][parquet]") {
-  if (!autoloco::parquet_supported()) {
-    WARN("AUTOLOCO_TEST_SKIPPED: this build reads no parquet (configured without pyarrow)");
-    return;
-  }
+  if (autoloco::test::without_parquet()) return;
   const TempDir tmp;
   autoloco::test::run_pyarrow(tmp.path, R"(
-import sys
-d = sys.argv[0].rsplit('/', 1)[0]
 texts = ['row %d of a parquet file that compresses' % i for i in range(5000)]
 pq.write_table(pa.table({'text': texts}), d + '/good.parquet', row_group_size=1000,
                compression='zstd', write_page_checksum=True)

@@ -216,12 +216,8 @@ void tokenize_documents(DocumentSource& source, const Tokenizer& tokenizer, int 
 
 // Text documents are assigned so that both splits get one; rows are split as they stream, and
 // a corpus of few rows can leave a split empty, which the trainer could not use.
-void check_splits(const DocumentPlan& plan, const SplitWriter& train, const SplitWriter& val) {
-  if (val.documents > 0 && train.documents > 0) return;
-  const bool rows = std::any_of(plan.files.begin(), plan.files.end(), [](const InputFile& file) {
-    return file.format != InputFormat::text;
-  });
-  if (!rows) return;
+void check_splits(bool rows, const SplitWriter& train, const SplitWriter& val) {
+  if (!rows || (val.documents > 0 && train.documents > 0)) return;
   throw DataError(fmt::format(
       "the {} split got none of the {} documents: too few rows for --val-fraction; give more "
       "rows or a {} --val-fraction",
@@ -378,7 +374,7 @@ PrepareReport run(const PrepareOptions& options) {
   report.skipped_rows = skipped.rows;
   report.skipped_tails = skipped.files;
   report.skipped_examples = skipped.examples;
-  check_splits(plan, train, val);
+  check_splits(report.row_files > 0, train, val);
   report.train_documents = train.documents;
   report.val_documents = val.documents;
   report.train_bytes = train.bytes;
