@@ -12,6 +12,7 @@
 
 #include "autoloco/ckpt/h5_file.hpp"
 #include "autoloco/data/dataset.hpp"
+#include "autoloco/data/mixture.hpp"
 #include "autoloco/data/prepared_data.hpp"
 #include "autoloco/model/hf_names.hpp"
 #include "autoloco/model/hf_tokenizer_files.hpp"
@@ -58,7 +59,7 @@ int export_h5(const CheckpointModel& m, const std::string& out) {
   return 0;
 }
 
-// Where the tokenizer comes from: --tokenizer DIR, or the run's data.train.
+// Where the tokenizer comes from: --tokenizer DIR, or the run's data.train (or first source).
 struct TokenizerChoice {
   std::optional<std::string> dir;  // --tokenizer DIR
   bool skip = false;               // --no-tokenizer
@@ -97,7 +98,12 @@ std::optional<PreparedData> find_tokenizer(const CheckpointModel& m, const Model
   std::vector<std::string> train;
   try {
     const Config run = parse_config(m.config, {}, m.source + " (the run's config)");
-    train = expand_shard_patterns(run.data.train, "the run's data.train");
+    // A mixture's sources share one tokenizer (the trainer checks): the first one's tells it.
+    const std::vector<std::string> patterns =
+        run.data.sources.empty()
+            ? run.data.train
+            : source_patterns(run.data.sources[0], "the run's data.sources[0]").train;
+    train = expand_shard_patterns(patterns, "the run's data.train");
   } catch (const Error& e) {
     fmt::print(
         "tokenizer: not exported: the run's training shards are not found from here ({}; "

@@ -36,6 +36,9 @@ const char* type_name(const std::vector<double>&) {
 const char* type_name(const std::vector<std::string>&) {
   return "list of strings";
 }
+const char* type_name(const std::vector<DataSource>&) {
+  return "list of sources";
+}
 
 std::string describe(const YAML::Node& node) {
   if (node.IsScalar()) return fmt::format("'{}'", node.Scalar());
@@ -96,6 +99,74 @@ void read_value(const YAML::Node& n, const std::string& key, std::vector<std::st
   }
 }
 
+// "data/web" and "data/web/train_*.bin" both name the source "web".
+std::string default_source_name(const std::vector<std::string>& train, size_t index) {
+  if (train.size() == 1) {
+    std::string path = train[0];
+    while (path.size() > 1 && path.back() == '/')
+      path.pop_back();
+    const size_t slash = path.rfind('/');
+    std::string last = slash == std::string::npos ? path : path.substr(slash + 1);
+    const bool is_file = last.find_first_of("*?[") != std::string::npos ||
+                         (last.size() > 4 && last.compare(last.size() - 4, 4, ".bin") == 0);
+    if (is_file && slash != std::string::npos && slash > 0) {
+      const std::string parent = path.substr(0, slash);
+      const size_t up = parent.rfind('/');
+      last = up == std::string::npos ? parent : parent.substr(up + 1);
+    }
+    if (!last.empty() && last.find_first_of("*?[") == std::string::npos && last != "." &&
+        last != "..") {
+      return last;
+    }
+  }
+  return fmt::format("source{}", index);
+}
+
+DataSource read_source(const YAML::Node& n, const std::string& key, size_t index) {
+  if (!n.IsMap()) {
+    throw ConfigError(
+        fmt::format("config key {}: expected a mapping {{name, train, val, weight}}, got {}", key,
+                    describe(n)));
+  }
+  static const std::vector<std::string> kKeys = {"name", "train", "val", "weight"};
+  for (const auto& item : n) {
+    const std::string k = item.first.IsScalar() ? item.first.Scalar() : describe(item.first);
+    if (std::find(kKeys.begin(), kKeys.end(), k) == kKeys.end()) {
+      throw ConfigError(
+          fmt::format("config key {}: unknown key '{}'{}; a source has name, "
+                      "train, val and weight",
+                      key, k, did_you_mean(k, kKeys)));
+    }
+  }
+  DataSource s;
+  if (!n["train"]) {
+    throw ConfigError(fmt::format(
+        "config key {}.train is missing: give a directory autoloco-prepare wrote, or shard "
+        "globs",
+        key));
+  }
+  read_value(n["train"], key + ".train", s.train);
+  if (n["val"]) read_value(n["val"], key + ".val", s.val);
+  if (n["weight"]) read_value(n["weight"], key + ".weight", s.weight);
+  if (n["name"]) {
+    read_value(n["name"], key + ".name", s.name);
+  } else {
+    s.name = default_source_name(s.train, index);
+  }
+  return s;
+}
+
+void read_value(const YAML::Node& n, const std::string& key, std::vector<DataSource>& out) {
+  out.clear();
+  if (!n.IsSequence()) {
+    throw ConfigError(fmt::format(
+        "config key {}: expected a list of sources ({{name, train, val, weight}}), got {}", key,
+        describe(n)));
+  }
+  for (size_t i = 0; i < n.size(); ++i)
+    out.push_back(read_source(n[i], fmt::format("{}[{}]", key, i), i));
+}
+
 // Reads each declared key of a section from the YAML mapping; unknown keys are caught later.
 struct Loader {
   const YAML::Node& root;
@@ -148,6 +219,17 @@ std::string format_value(const std::vector<std::string>& v) {
   std::vector<std::string> items;
   for (const auto& x : v)
     items.push_back(format_value(x));
+  return fmt::format("[{}]", fmt::join(items, ", "));
+}
+
+// Flow style, so a source list prints on one line and reads back (the run's config.yaml).
+std::string format_value(const std::vector<DataSource>& v) {
+  std::vector<std::string> items;
+  for (const auto& s : v) {
+    items.push_back(fmt::format("{{name: {}, train: {}, val: {}, weight: {}}}",
+                                format_value(s.name), format_value(s.train), format_value(s.val),
+                                format_value(s.weight)));
+  }
   return fmt::format("[{}]", fmt::join(items, ", "));
 }
 
@@ -247,6 +329,17 @@ void check_known_keys(const YAML::Node& root, const std::string& origin) {
   }
 }
 
+// data.sources and data.train/data.val are two forms of one setting: --set of one form replaces
+// the other form given in the file (a mixture over a config that names one corpus).
+void replace_other_data_form(YAML::Node section, const std::string& key) {
+  if (key == "data.sources") {
+    section.remove("train");
+    section.remove("val");
+  } else if (key == "data.train" || key == "data.val") {
+    section.remove("sources");
+  }
+}
+
 void apply_override(YAML::Node& root, const std::string& assignment) {
   const auto eq = assignment.find('=');
   const auto dot = assignment.find('.');
@@ -269,6 +362,7 @@ void apply_override(YAML::Node& root, const std::string& assignment) {
   const std::string section = key.substr(0, dot);
   const std::string name = key.substr(dot + 1);
   if (!root[section] || !root[section].IsMap()) root[section] = YAML::Node(YAML::NodeType::Map);
+  replace_other_data_form(root[section], key);
   root[section][name] = value;
 }
 
@@ -331,12 +425,31 @@ std::vector<std::string> fill_from_init(YAML::Node& root, const Config& config,
   return filled;
 }
 
+// With data.sources, data.train and data.val (defaults) give way; given beside it in one file,
+// they are an error rather than silently unused. Empty lists (a run's config.yaml) are fine.
+void single_split_keys_give_way(const YAML::Node& root, DataConfig& data) {
+  if (data.sources.empty()) return;
+  for (const char* key : {"train", "val"}) {
+    const YAML::Node given = root["data"][key];
+    const bool empty = given && given.IsSequence() && given.size() == 0;
+    if (given && !empty) {
+      throw ConfigError(fmt::format(
+          "config key data.{}: set data.train and data.val, or data.sources, not both; a "
+          "mixture's sources name their own train and val",
+          key));
+    }
+  }
+  data.train.clear();
+  data.val.clear();
+}
+
 Config load_root(const YAML::Node& root) {
   Config config;
   apply_preset_given(root, config.model);
   Loader loader{root, {}};
   Config::visit(config, loader);
   default_tie_by_arch(root, config.model);
+  single_split_keys_give_way(root, config.data);
   return config;
 }
 

@@ -66,17 +66,30 @@ struct TopologyConfig {
   }
 };
 
+// One corpus of a weighted mixture (data.sources).
+struct DataSource {
+  std::string name;                // label in metrics and eval; default: train's directory name
+  std::vector<std::string> train;  // a directory autoloco-prepare wrote, or shard paths or globs
+  std::vector<std::string> val;    // empty: DIR/val_*.bin of a train directory
+  double weight = 1.0;             // relative share of the training samples
+};
+
 struct DataConfig {
   std::vector<std::string> train = {"data/pydoc/train_*.bin"};
   std::vector<std::string> val = {"data/pydoc/val_*.bin"};
   int64_t batch_size = 16;
   int64_t grad_accum = 1;
   std::string partition = "iid";
+  std::vector<DataSource> sources;
 
   template <class Self, class V>
   static void visit(Self& s, V& v) {
     v("train", s.train, "training shard paths or globs (a string or a list)");
     v("val", s.val, "validation shard paths or globs (a string or a list)");
+    v("sources", s.sources,
+      "a weighted mixture instead of train and val: a list of {name, train, val, weight}, "
+      "train a prepared directory (val then defaults to its val shards) or shard globs; each "
+      "sample's source is drawn by weight (docs/data.md, Mixtures)");
     v("batch_size", s.batch_size, "sequences per rank per micro-step");
     v("grad_accum", s.grad_accum, "micro-steps accumulated per inner step");
     v("partition", s.partition,

@@ -3,7 +3,10 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
+#include <set>
+#include <string>
 
 #include "autoloco/config/config.hpp"
 #include "autoloco/config/validate_model.hpp"
@@ -31,9 +34,31 @@ void validate_run(const RunConfig& r) {
   require_non_negative(r.threads, "run.threads");
 }
 
+// Names label metrics fields and eval lines: plain words, each once.
+void validate_sources(const std::vector<DataSource>& sources) {
+  std::set<std::string> names;
+  for (size_t i = 0; i < sources.size(); ++i) {
+    const DataSource& s = sources[i];
+    const std::string key = fmt::format("data.sources[{}]", i);
+    require(!s.train.empty(), key + ".train", "needs a prepared directory or shard globs");
+    require(std::isfinite(s.weight) && s.weight > 0.0, key + ".weight",
+            fmt::format("must be a positive number, got {}", s.weight));
+    const bool plain = !s.name.empty() && std::all_of(s.name.begin(), s.name.end(), [](char c) {
+      return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.';
+    });
+    require(plain, key + ".name",
+            fmt::format("must be a name of letters, digits, '_', '-' or '.', got '{}'", s.name));
+    require(names.insert(s.name).second, key + ".name",
+            fmt::format("'{}' names two sources; give each its own name", s.name));
+  }
+}
+
 void validate_data(const DataConfig& d) {
-  require(!d.train.empty(), "data.train", "needs at least one shard path or glob");
-  require(!d.val.empty(), "data.val", "needs at least one shard path or glob");
+  if (d.sources.empty()) {
+    require(!d.train.empty(), "data.train", "needs at least one shard path or glob");
+    require(!d.val.empty(), "data.val", "needs at least one shard path or glob");
+  }
+  validate_sources(d.sources);
   require_positive(d.batch_size, "data.batch_size");
   require_positive(d.grad_accum, "data.grad_accum");
   require_one_of(d.partition, {"iid", "by_shard"}, "data.partition");

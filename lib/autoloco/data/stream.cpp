@@ -5,6 +5,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 #include <utility>
 
@@ -18,6 +19,11 @@ uint64_t stream_key(uint64_t seed, int dc, int member) {
   uint64_t key = splitmix64_mix(seed + kSplitmixGamma);
   key = splitmix64_mix(key + kSplitmixGamma + static_cast<uint64_t>(static_cast<int64_t>(dc)));
   return splitmix64_mix(key + kSplitmixGamma + static_cast<uint64_t>(static_cast<int64_t>(member)));
+}
+
+// A source's draws are independent of the others' and of the plain stream's.
+uint64_t source_key(uint64_t stream_key, size_t index) {
+  return splitmix64_mix(stream_key + kSplitmixGamma * (static_cast<uint64_t>(index) + 2));
 }
 
 std::string shard_list(const TokenDataset& data, const std::vector<size_t>& indices) {
@@ -64,15 +70,46 @@ uint64_t spread_step(uint64_t n) {
 
 BatchStream::BatchStream(const TokenDataset& data, int64_t seq_len, int64_t batch_size,
                          uint64_t seed, int dc, int member, std::vector<size_t> shard_subset)
-    : data_(data), seq_len_(seq_len), batch_size_(batch_size), key_(stream_key(seed, dc, member)) {
+    : BatchStream({StreamSource{&data, 1.0, std::move(shard_subset)}}, seq_len, batch_size, seed,
+                  dc, member) {}
+
+BatchStream::BatchStream(const std::vector<StreamSource>& sources, int64_t seq_len,
+                         int64_t batch_size, uint64_t seed, int dc, int member)
+    : seq_len_(seq_len), batch_size_(batch_size), key_(stream_key(seed, dc, member)) {
   check_shape(seq_len, batch_size);
-  if (shard_subset.empty()) {
-    shard_subset.resize(data.num_shards());
-    std::iota(shard_subset.begin(), shard_subset.end(), size_t{0});
+  if (sources.empty()) throw DataError("a batch stream needs at least one source");
+  double total_weight = 0.0;
+  for (const StreamSource& s : sources) {
+    if (!(s.weight > 0.0) || !std::isfinite(s.weight)) {
+      throw DataError(
+          fmt::format("{}: source weight must be positive, got {}", s.data->what(), s.weight));
+    }
+    total_weight += s.weight;
   }
+  double cumulative = 0.0;
+  for (size_t i = 0; i < sources.size(); ++i) {
+    cumulative += sources[i].weight / total_weight;
+    // One source keeps the stream's own key: its samples are those of a plain stream.
+    const uint64_t key = sources.size() == 1 ? key_ : source_key(key_, i);
+    sources_.push_back(open_source(sources[i], seq_len, key));
+    sources_.back().cumulative_weight = cumulative;
+  }
+  sources_.back().cumulative_weight = 1.0;  // rounding must not leave a gap at the top
+  drawn_.assign(sources_.size(), 0);
+}
+
+BatchStream::Source BatchStream::open_source(const StreamSource& source, int64_t seq_len,
+                                             uint64_t key) {
+  const TokenDataset& data = *source.data;
+  std::vector<size_t> subset = source.shard_subset;
+  if (subset.empty()) {
+    subset.resize(data.num_shards());
+    std::iota(subset.begin(), subset.end(), size_t{0});
+  }
+  Source out{&data, key, {}, {}, 0.0};
   uint64_t total = 0;
   const auto window = static_cast<uint64_t>(seq_len) + 1;
-  for (size_t index : shard_subset) {
+  for (size_t index : subset) {
     if (index >= data.num_shards()) {
       throw DataError(fmt::format("{}: shard index {} out of range ({} shards)", data.what(), index,
                                   data.num_shards()));
@@ -81,23 +118,50 @@ BatchStream::BatchStream(const TokenDataset& data, int64_t seq_len, int64_t batc
     if (size < window) continue;  // too short for even one sample
     // Weighting shards by their window count makes every window equally likely.
     total += size - window + 1;
-    shards_.push_back(index);
-    ends_.push_back(total);
+    out.shards.push_back(index);
+    out.ends.push_back(total);
   }
-  if (shards_.empty()) {
+  if (out.shards.empty()) {
     throw DataError(
         fmt::format("{}: no shard holds seq_len + 1 = {} tokens (shards: {}); "
                     "prepare longer shards or lower model.seq_len",
-                    data.what(), window, shard_list(data, shard_subset)));
+                    data.what(), window, shard_list(data, subset)));
   }
+  return out;
 }
 
-std::pair<size_t, uint64_t> BatchStream::locate(uint64_t sample) const {
+size_t BatchStream::source_of(uint64_t sample) const {
+  if (sources_.size() == 1) return 0;
+  // The additive recurrence with the golden ratio's fraction of 2^64: the most evenly spread
+  // sequence there is, so a source's count after n samples is within O(log n) of n x weight.
+  const uint64_t point = key_ + sample * kSplitmixGamma;
+  const double u = static_cast<double>(point >> 11) * 0x1.0p-53;
+  size_t s = 0;
+  while (u >= sources_[s].cumulative_weight)
+    ++s;
+  return s;
+}
+
+BatchStream::Place BatchStream::locate(uint64_t sample) const {
+  const size_t s = source_of(sample);
+  const Source& source = sources_[s];
   // splitmix64 evaluated at position `sample`: random access, no state beyond the counter.
-  const uint64_t draw = splitmix64_at(key_, sample) % ends_.back();
-  const size_t group = group_of(ends_, draw);
-  const uint64_t start = draw - (group == 0 ? 0 : ends_[group - 1]);
-  return {shards_[group], start};
+  const uint64_t draw = splitmix64_at(source.key, sample) % source.ends.back();
+  const size_t group = group_of(source.ends, draw);
+  const uint64_t start = draw - (group == 0 ? 0 : source.ends[group - 1]);
+  return {s, source.shards[group], start};
+}
+
+void BatchStream::set_cursor(StreamCursor cursor) {
+  // The counts are a function of the cursor: replaying the choices costs nanoseconds a sample.
+  drawn_.assign(sources_.size(), 0);
+  if (sources_.size() == 1) {
+    drawn_[0] = cursor.samples;
+  } else {
+    for (uint64_t i = 0; i < cursor.samples; ++i)
+      ++drawn_[source_of(i)];
+  }
+  cursor_ = cursor;
 }
 
 Batch BatchStream::next() {
@@ -109,8 +173,10 @@ Batch BatchStream::next(int64_t rows) {
   torch::Tensor windows = torch::empty({rows, seq_len_ + 1}, torch::kLong);
   int64_t* out = windows.data_ptr<int64_t>();
   for (int64_t row = 0; row < rows; ++row) {
-    const auto [shard, start] = locate(cursor_.samples++);
-    data_.shards()[shard].copy_tokens(start, seq_len_ + 1, out + row * (seq_len_ + 1));
+    const Place p = locate(cursor_.samples++);
+    ++drawn_[p.source];
+    sources_[p.source].data->shards()[p.shard].copy_tokens(p.start, seq_len_ + 1,
+                                                           out + row * (seq_len_ + 1));
   }
   return split_windows(windows, seq_len_);
 }

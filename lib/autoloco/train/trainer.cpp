@@ -94,24 +94,15 @@ Trainer::Trainer(const Config& config, MPI_Comm world, TrainerOptions options)
                     config_.model.init_from);
   }
   // Open data first: a missing shard should fail before anything is written.
-  train_data_ =
-      std::make_unique<TokenDataset>(config_.data.train, config_.model.vocab_size, "data.train");
-  val_data_ =
-      std::make_unique<TokenDataset>(config_.data.val, config_.model.vocab_size, "data.val");
-  check_same_tokenizer(train_data_->prepared(), val_data_->prepared());
-  check_init_from_tokenizer(train_data_->prepared(), config_.model.init_from);
-  std::vector<size_t> subset;
-  if (config_.data.partition == "by_shard") {
-    const int dcs = elastic_ ? static_cast<int>(config_.elastic.dcs) : topo_.num_dcs;
-    subset = shards_for_dc(train_data_->num_shards(), dc_id(), dcs);
-  }
+  data_ = std::make_unique<Mixture>(config_.data, config_.model.vocab_size);
+  check_init_from_tokenizer(data_->prepared(), config_.model.init_from);
   HierarchicalAllreduce* across = !outer_method() && topo_.num_dcs > 1 ? reducer_.get() : nullptr;
   grad_sync_ =
       std::make_unique<GradientSync>(*grad_comm_, across, wire_codec(config_.outer),
                                      topo_.world_size, static_cast<uint64_t>(config_.run.seed));
   find_resume_candidates(options_.resume);
   baseline_rss_ = resident_bytes();
-  build_instances(subset);
+  build_instances();
   streams_ = InstanceStreams(device_, instances_.size());
   if (outer_method()) {
     const torch::Device state_device =
@@ -150,15 +141,26 @@ Trainer::~Trainer() {
   }
 }
 
-void Trainer::build_instances(const std::vector<size_t>& shard_subset) {
+std::vector<StreamSource> Trainer::stream_sources() const {
+  const bool by_shard = config_.data.partition == "by_shard";
+  const int dcs = elastic_ ? static_cast<int>(config_.elastic.dcs) : topo_.num_dcs;
+  // by_shard splits each source's shards over the dcs, so every dc keeps the mixture.
+  return data_->stream_sources([&](size_t s) {
+    return by_shard ? shards_for_dc((*data_)[s].train->num_shards(), dc_id(), dcs)
+                    : std::vector<size_t>{};
+  });
+}
+
+void Trainer::build_instances() {
   const Recompute recompute = parse_recompute(config_.model.recompute);
+  const std::vector<StreamSource> sources = stream_sources();
   for (int id = 0; id < static_cast<int>(config_.batch.instances); ++id) {
     ModelInstance inst;
     inst.id = id;
-    inst.stream = std::make_unique<BatchStream>(
-        *train_data_, config_.model.seq_len, config_.data.batch_size,
-        static_cast<uint64_t>(config_.run.seed), dc_id(),
-        instance_stream_member(id, topo_.member, topo_.ranks_per_dc), shard_subset);
+    inst.stream =
+        std::make_unique<BatchStream>(sources, config_.model.seq_len, config_.data.batch_size,
+                                      static_cast<uint64_t>(config_.run.seed), dc_id(),
+                                      instance_stream_member(id, topo_.member, topo_.ranks_per_dc));
     if (id == 0) torch::manual_seed(static_cast<uint64_t>(config_.run.seed));
     inst.model = make_decoder(config_.model);
     inst.batch = make_batch_controller(config_, topo_.ranks_per_dc);
@@ -357,7 +359,23 @@ double Trainer::evaluate() {
     sync_->outer().anchor_into(params());
   }
   model->eval();
-  double sums[2] = {0.0, 0.0};  // loss sum, batches
+  std::vector<double> sums;  // per source: loss sum, batches
+  for (size_t s = 0; s < data_->size(); ++s) {
+    const std::array<double, 2> own_sums = eval_split(model, *(*data_)[s].val);
+    sums.insert(sums.end(), own_sums.begin(), own_sums.end());
+  }
+  model->train();
+  if (own.defined()) params().values().copy_(own);
+  const Watch watch("the evaluation's all-reduce");
+  world_comm_->allreduce_sum(sums.data(), sums.size());
+  eval_by_source_.clear();
+  for (size_t s = 0; s < data_->size(); ++s)
+    eval_by_source_.push_back(sums[2 * s] / sums[2 * s + 1]);
+  return data_->mixed() ? data_->mean_loss(eval_by_source_) : eval_by_source_[0];
+}
+
+std::array<double, 2> Trainer::eval_split(Decoder& model, const TokenDataset& val) {
+  std::array<double, 2> sums = {0.0, 0.0};
   // A fully sharded forward is collective inside the dc: then every rank runs as many as the
   // rank with the most batches, those past the end on a batch it does not count.
   const int64_t batches = config_.run.eval_batches;
@@ -366,8 +384,7 @@ double Trainer::evaluate() {
   for (int64_t k = 0; k < rounds; ++k) {
     const int64_t i = topo_.world_rank + k * topo_.world_size;
     if (i >= batches && !collective) break;
-    Batch batch =
-        eval_batch(*val_data_, i % batches, config_.data.batch_size, config_.model.seq_len);
+    Batch batch = eval_batch(val, i % batches, config_.data.batch_size, config_.model.seq_len);
     AutocastScope autocast(device_, bf16_);
     const torch::Tensor logits = model->forward(to_device(batch.inputs, device_));
     const double loss = lm_loss(logits, to_device(batch.targets, device_)).item<double>();
@@ -375,11 +392,7 @@ double Trainer::evaluate() {
     sums[0] += loss;
     sums[1] += 1.0;
   }
-  model->train();
-  if (own.defined()) params().values().copy_(own);
-  const Watch watch("the evaluation's all-reduce");
-  world_comm_->allreduce_sum(sums, 2);
-  return sums[0] / sums[1];
+  return sums;
 }
 
 double Trainer::world_mean(double value) {

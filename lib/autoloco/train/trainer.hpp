@@ -8,6 +8,7 @@
 #include <mpi.h>
 #include <torch/torch.h>
 
+#include <array>
 #include <memory>
 #include <optional>
 #include <string>
@@ -23,6 +24,7 @@
 #include "autoloco/comm/topology.hpp"
 #include "autoloco/comm/wan_link.hpp"
 #include "autoloco/config/config.hpp"
+#include "autoloco/data/mixture.hpp"
 #include "autoloco/data/stream.hpp"
 #include "autoloco/metrics/run_directory.hpp"
 #include "autoloco/model/decoder.hpp"
@@ -125,6 +127,8 @@ class Trainer {
   // blocking sync every replica then equals the anchor; an overlapped one lends the anchor to
   // the model for the evaluation).
   double evaluate();
+  // (loss sum, batches) of this rank's share of run.eval_batches batches of one val split.
+  std::array<double, 2> eval_split(Decoder& model, const TokenDataset& val);
 
   const Topology& topology() const { return topo_; }
   // Instance 0's (the only one unless batch.instances > 1).
@@ -189,7 +193,9 @@ class Trainer {
   };
 
   void set_threads();
-  void build_instances(const std::vector<size_t>& shard_subset);
+  // Each source of the mixture with the shards this dc draws from (data.partition).
+  std::vector<StreamSource> stream_sources() const;
+  void build_instances();
   // topology.shard full: the instance's parameters, shard and runner (its model built).
   void build_full_shard(ModelInstance& inst, Recompute recompute);
   // One instance's part of an inner step, enqueued; its loss and gradient norm are not read yet.
@@ -294,6 +300,12 @@ class Trainer {
   double sim_seconds() const;  // compute time + exposed simulated link time
   double exposed_link_seconds() const;
   void log_step(const StepResult& r, double interval_loss, double interval_s);
+  // tokens_ split by the samples every rank drew from each source (collective on the world).
+  std::vector<int64_t> count_tokens_by_source();
+  JsonObject by_source(const std::vector<int64_t>& values) const;
+  JsonObject eval_by_source_json() const;
+  std::vector<JsonObject> sources_json() const;
+  double val_bytes_per_token() const;
   // `batches`: each dc's sequences per step in the round just ended.
   void log_round(const RoundStats& s, const std::vector<int64_t>& batches);
   void log_eval(double eval_loss);
@@ -347,8 +359,9 @@ class Trainer {
   int64_t initial_dc_batch_ = 0;             // sequences per rank of the first round, all instances
   int64_t initial_tokens_per_step_ = 1;
   int64_t tokens_ = 0;
-  std::unique_ptr<TokenDataset> train_data_;
-  std::unique_ptr<TokenDataset> val_data_;
+  std::unique_ptr<Mixture> data_;
+  std::vector<double> eval_by_source_;     // the last evaluation's loss on each source's val
+  std::vector<int64_t> tokens_by_source_;  // at the last metrics line
   std::optional<RunDirectory> run_dir_;
   int64_t step_ = 0;
   int64_t rounds_ = 0;

@@ -117,8 +117,14 @@ void Trainer::log_start() const {
   log_model();
   log_memory();
   log::info("data: {} train tokens in {} shards, {} val tokens | {} tokens/step",
-            format_si(static_cast<double>(train_data_->num_tokens())), train_data_->num_shards(),
-            format_si(static_cast<double>(val_data_->num_tokens())), tokens_per_step());
+            format_si(static_cast<double>(data_->train_tokens())), data_->train_shards(),
+            format_si(static_cast<double>(data_->val_tokens())), tokens_per_step());
+  for (size_t i = 0; data_->mixed() && i < data_->size(); ++i) {
+    const MixtureSource& m = (*data_)[i];
+    log::info("  source {}: weight {:.4f}, {} train tokens in {} shards, {} val tokens", m.name,
+              m.weight, format_si(static_cast<double>(m.train->num_tokens())),
+              m.train->num_shards(), format_si(static_cast<double>(m.val->num_tokens())));
+  }
   const auto& o = config_.outer;
   const WireCodec codec = wire_codec(o);
   if (outer_method()) {
@@ -250,9 +256,11 @@ void Trainer::log_step(const StepResult& r, double interval_loss, double interva
     p.inter_dc_bytes = inter_dc_bytes();
     log::info("{}", format_progress(p));
   }
+  if (data_->mixed()) tokens_by_source_ = count_tokens_by_source();
   if (!run_dir_) return;
-  run_dir_->append_metrics(JsonObject()
-                               .add("step", step_)
+  JsonObject line;
+  if (data_->mixed()) line.add("tokens_by_source", by_source(tokens_by_source_));
+  run_dir_->append_metrics(line.add("step", step_)
                                .add("loss", interval_loss)
                                .add("lr", r.lr)
                                .add("grad_norm", r.grad_norm)
@@ -323,10 +331,83 @@ void Trainer::log_round(const RoundStats& s, const std::vector<int64_t>& batches
                             .add("elapsed_s", wall_.seconds()));
 }
 
+std::vector<int64_t> Trainer::count_tokens_by_source() {
+  std::vector<double> drawn(data_->size(), 0.0);
+  for (const ModelInstance& inst : instances_) {
+    const std::vector<uint64_t>& own = inst.stream->samples_by_source();
+    for (size_t s = 0; s < own.size(); ++s)
+      drawn[s] += static_cast<double>(own[s]);
+  }
+  const Watch watch("the all-reduce of the samples per source");
+  world_comm_->allreduce_sum(drawn.data(), drawn.size());
+  double total = 0.0;
+  for (double d : drawn)
+    total += d;
+  std::vector<int64_t> out;
+  for (double d : drawn)
+    out.push_back(total > 0 ? std::llround(static_cast<double>(tokens_) * d / total) : 0);
+  return out;
+}
+
+JsonObject Trainer::by_source(const std::vector<int64_t>& values) const {
+  JsonObject out;
+  for (size_t s = 0; s < values.size() && s < data_->size(); ++s)
+    out.add((*data_)[s].name, values[s]);
+  return out;
+}
+
 double Trainer::eval_bpb(double eval_loss) const {
-  const auto& prepared = val_data_->prepared();
+  if (data_->mixed()) {
+    return eval_by_source_.size() == data_->size() ? data_->bits_per_byte(eval_by_source_)
+                                                   : static_cast<double>(NAN);
+  }
+  const auto& prepared = (*data_)[0].val->prepared();
   return prepared ? bits_per_byte(eval_loss, prepared->val_bytes_per_token)
                   : static_cast<double>(NAN);
+}
+
+// The mixture's: the weighted mean of the sources' val splits' bytes per token.
+double Trainer::val_bytes_per_token() const {
+  double bytes = 0.0;
+  for (size_t s = 0; s < data_->size(); ++s) {
+    const auto& prepared = (*data_)[s].val->prepared();
+    if (!prepared) return static_cast<double>(NAN);
+    bytes += (*data_)[s].weight * prepared->val_bytes_per_token;
+  }
+  return bytes;
+}
+
+// What summary.json says of each source: its weight, tokens trained and last evaluation.
+std::vector<JsonObject> Trainer::sources_json() const {
+  std::vector<JsonObject> out;
+  for (size_t s = 0; s < data_->size(); ++s) {
+    JsonObject one = JsonObject().add("name", (*data_)[s].name).add("weight", (*data_)[s].weight);
+    if (s < tokens_by_source_.size()) one.add("tokens", tokens_by_source_[s]);
+    if (s < eval_by_source_.size()) {
+      one.add("final_eval_loss", eval_by_source_[s]);
+      const auto& prepared = (*data_)[s].val->prepared();
+      if (prepared && prepared->val_bytes_per_token > 0) {
+        one.add("final_eval_bpb", bits_per_byte(eval_by_source_[s], prepared->val_bytes_per_token));
+      }
+    }
+    out.push_back(one);
+  }
+  return out;
+}
+
+// Each source's eval loss and, where its val split's bytes per token are known, bpb.
+JsonObject Trainer::eval_by_source_json() const {
+  JsonObject out;
+  for (size_t s = 0; s < eval_by_source_.size(); ++s) {
+    const MixtureSource& m = (*data_)[s];
+    JsonObject one = JsonObject().add("loss", eval_by_source_[s]);
+    const auto& prepared = m.val->prepared();
+    if (prepared && prepared->val_bytes_per_token > 0) {
+      one.add("bpb", bits_per_byte(eval_by_source_[s], prepared->val_bytes_per_token));
+    }
+    out.add(m.name, one);
+  }
+  return out;
 }
 
 void Trainer::log_eval(double eval_loss) {
@@ -336,9 +417,16 @@ void Trainer::log_eval(double eval_loss) {
               std::isnan(bpb) ? std::string() : fmt::format(" bpb {:.4f} |", bpb),
               std::exp(eval_loss));
   }
+  if (options_.print_progress && data_->mixed()) {
+    std::vector<std::string> parts;
+    for (size_t s = 0; s < eval_by_source_.size(); ++s)
+      parts.push_back(fmt::format("{} {:.4f}", (*data_)[s].name, eval_by_source_[s]));
+    log::info("  eval loss by source: {}", fmt::join(parts, ", "));
+  }
   if (!run_dir_) return;
   JsonObject line = JsonObject().add("step", step_).add("eval_loss", eval_loss);
   if (!std::isnan(bpb)) line.add("eval_bpb", bpb);
+  if (data_->mixed()) line.add("eval_by_source", eval_by_source_json());
   run_dir_->append_metrics(line.add("eval_ppl", std::exp(eval_loss))
                                .add("rounds", rounds_)
                                .add("inter_dc_bytes", inter_dc_bytes())
@@ -360,7 +448,7 @@ void Trainer::write_summary(const TrainSummary& s) {
   }
   if (!run_dir_) return;
   const auto& wan = config_.wan;
-  const auto& prepared = val_data_->prepared();
+  const auto& prepared = (*data_)[0].val->prepared();
   JsonObject summary =
       JsonObject()
           .add("steps", s.steps)
@@ -386,8 +474,7 @@ void Trainer::write_summary(const TrainSummary& s) {
           .add("target_utilisation", config_.interval.target_utilisation)
           .add("tokenizer", prepared ? prepared->tokenizer : std::string("unknown"))
           .add("vocab_size", config_.model.vocab_size)
-          .add("val_bytes_per_token",
-               prepared ? prepared->val_bytes_per_token : static_cast<double>(NAN))
+          .add("val_bytes_per_token", val_bytes_per_token())
           .add("method", config_.outer.method)
           .add("controller", outer_method() ? controller_->name() : std::string("none"))
           .add("correction", config_.outer.correction)
@@ -408,6 +495,7 @@ void Trainer::write_summary(const TrainSummary& s) {
           .add("flops_per_token", flops_per_token(config_.model))
           .add("tokens_per_s", static_cast<double>(s.tokens) / s.wall_s)
           .add("memory_per_rank", memory_json(s));
+  if (data_->mixed()) summary.add("sources", sources_json());
   if (elastic_) {
     summary.add("state_hash", elastic_hash_)
         .add("elastic", JsonObject()
