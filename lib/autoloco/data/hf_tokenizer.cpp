@@ -86,6 +86,8 @@ try:
 except Exception as e:
     fail(f"tokenizers {tokenizers.__version__} cannot load it ({e}); is it a tokenizer.json?")
     sys.exit(0)
+# encode_batch_fast (tokenizers 0.20 on) gives the same ids without tracking offsets.
+encode_batch = getattr(tok, "encode_batch_fast", tok.encode_batch)
 version = tokenizers.__version__.encode()
 answer(struct.pack("<QQ", max(vocab, top), len(version)) + version)
 
@@ -102,14 +104,16 @@ while True:
                     texts.append(d.decode("utf-8"))
                 except UnicodeDecodeError as e:
                     raise ValueError(f"text {i} of the batch is not UTF-8 ({e})") from None
-            encodings = tok.encode_batch(texts, add_special_tokens=False)
+            encodings = encode_batch(texts, add_special_tokens=False)
         except Exception as e:
             fail(f"encoding failed: {e}")
             continue
         parts = []
         for e in encodings:
-            parts.append(struct.pack("<Q", len(e.ids)))
-            parts.append(ids_bytes(e.ids))
+            # e.ids builds a new list of Python ints at every access: once per document.
+            ids = ids_bytes(e.ids)
+            parts.append(struct.pack("<Q", len(ids) // 4))
+            parts.append(ids)
         answer(b"".join(parts))
     elif op == 2:
         ids = array.array("I", read(4 * u64()))
