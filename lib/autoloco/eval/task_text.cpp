@@ -60,6 +60,13 @@ std::string python_strip(const std::string& text) {
   return text.substr(begin, end - begin);
 }
 
+size_t python_trailing_space(const std::string& text) {
+  size_t end = text.size();
+  for (size_t n; end > 0 && (n = space_before(text, end)) > 0;)
+    end -= n;
+  return text.size() - end;
+}
+
 std::string python_capitalize_ascii(const std::string& text) {
   std::string out = text;
   for (size_t i = 0; i < out.size(); ++i) {

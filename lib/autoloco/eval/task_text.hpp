@@ -11,6 +11,8 @@ namespace autoloco {
 // U+0009-U+000D, U+001C-U+001F, U+0020, U+0085, U+00A0). Wider Unicode spaces (U+2000-U+200A,
 // U+3000, ...) are kept: the public task files have none at the ends of their fields.
 std::string python_strip(const std::string& text);
+// The bytes of the whitespace python_strip() would take off the end of `text`.
+size_t python_trailing_space(const std::string& text);
 
 // Python's str.capitalize() on ASCII letters: the first character upper case, the rest lower
 // case. Other characters are kept as they are (Python would also change non-ASCII letters).
