@@ -1,12 +1,16 @@
 // data.sources: reading a mixture, its defaults, its round trip and the errors that name the key.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <string>
+#include <vector>
 
 #include "../support/temp_dir.hpp"
 #include "autoloco/config/config.hpp"
 #include "autoloco/data/mixture.hpp"
+#include "autoloco/data/shard.hpp"
 #include "autoloco/util/error.hpp"
 
 using namespace autoloco;
@@ -110,4 +114,49 @@ TEST_CASE("mixture: a prepared directory stands for its train and val shards",
   s.val = {web};
   p = source_patterns(s, "data.sources[0]");
   CHECK(p.val == std::vector<std::string>{web + "/val_*.bin"});
+}
+
+namespace {
+
+// A prepared directory of one train and one val shard of byte tokens, and its prepare.json.
+void write_prepared(const std::filesystem::path& dir, const std::string& prepare_json) {
+  std::filesystem::create_directories(dir);
+  const std::vector<uint32_t> tokens(200, 65);
+  write_shard((dir / "train_000.bin").string(), tokens, TokenWidth::u16);
+  write_shard((dir / "val_000.bin").string(), tokens, TokenWidth::u16);
+  std::ofstream(dir / "prepare.json") << prepare_json;
+}
+
+}  // namespace
+
+TEST_CASE("mixture: sources open with normalised weights, and one tokenizer for all",
+          "[config][mixture]") {
+  test::TempDir dir("mixture-open");
+  write_prepared(dir.path / "web",
+                 R"({"vocab_size":256,"tokenizer":"bytes","val_bytes_per_token":1.0})");
+  write_prepared(dir.path / "code",
+                 R"({"vocab_size":256,"tokenizer":"bytes","val_bytes_per_token":1.0})");
+  DataConfig data;
+  data.train.clear();
+  data.val.clear();
+  data.sources = {DataSource{"web", {(dir.path / "web").string()}, {}, 3.0},
+                  DataSource{"code", {(dir.path / "code").string()}, {}, 1.0}};
+  const Mixture m(data, 256);
+  REQUIRE(m.size() == 2);
+  CHECK(m.mixed());
+  CHECK(m[0].weight == 0.75);
+  CHECK(m[1].weight == 0.25);
+  CHECK(m.train_tokens() == 400);
+  CHECK(m.mean_loss({2.0, 4.0}) == Approx(2.5));
+  // Bits over bytes: (0.75 x 2 + 0.25 x 4) / ln 2 over 1 byte per token.
+  CHECK(m.bits_per_byte({2.0, 4.0}) == Approx(2.5 / std::log(2.0)));
+
+  // A source prepared with another tokenizer is refused, naming both.
+  write_prepared(dir.path / "other",
+                 R"({"vocab_size":256,"tokenizer":"hf","tokenizer_model":"tokenizer.json"})");
+  std::ofstream(dir.path / "other" / "tokenizer.json") << "{}";
+  data.sources[1].train = {(dir.path / "other").string()};
+  CHECK_THROWS_WITH(Mixture(data, 256), Contains("data.sources[0].train (web)") &&
+                                            Contains("data.sources[1].train (code)") &&
+                                            Contains("different tokenizers"));
 }
