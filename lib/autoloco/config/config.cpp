@@ -10,6 +10,7 @@
 #include <set>
 #include <sstream>
 
+#include "autoloco/config/data_sources.hpp"
 #include "autoloco/config/model_presets.hpp"
 #include "autoloco/config/preset_note.hpp"
 #include "autoloco/config/suggest.hpp"
@@ -97,29 +98,6 @@ void read_value(const YAML::Node& n, const std::string& key, std::vector<std::st
   for (size_t i = 0; i < n.size(); ++i) {
     out.push_back(scalar_as<std::string>(n[i], fmt::format("{}[{}]", key, i), "a string"));
   }
-}
-
-// "data/web" and "data/web/train_*.bin" both name the source "web".
-std::string default_source_name(const std::vector<std::string>& train, size_t index) {
-  if (train.size() == 1) {
-    std::string path = train[0];
-    while (path.size() > 1 && path.back() == '/')
-      path.pop_back();
-    const size_t slash = path.rfind('/');
-    std::string last = slash == std::string::npos ? path : path.substr(slash + 1);
-    const bool is_file = last.find_first_of("*?[") != std::string::npos ||
-                         (last.size() > 4 && last.compare(last.size() - 4, 4, ".bin") == 0);
-    if (is_file && slash != std::string::npos && slash > 0) {
-      const std::string parent = path.substr(0, slash);
-      const size_t up = parent.rfind('/');
-      last = up == std::string::npos ? parent : parent.substr(up + 1);
-    }
-    if (!last.empty() && last.find_first_of("*?[") == std::string::npos && last != "." &&
-        last != "..") {
-      return last;
-    }
-  }
-  return fmt::format("source{}", index);
 }
 
 DataSource read_source(const YAML::Node& n, const std::string& key, size_t index) {
@@ -329,17 +307,6 @@ void check_known_keys(const YAML::Node& root, const std::string& origin) {
   }
 }
 
-// data.sources and data.train/data.val are two forms of one setting: --set of one form replaces
-// the other form given in the file (a mixture over a config that names one corpus).
-void replace_other_data_form(YAML::Node section, const std::string& key) {
-  if (key == "data.sources") {
-    section.remove("train");
-    section.remove("val");
-  } else if (key == "data.train" || key == "data.val") {
-    section.remove("sources");
-  }
-}
-
 void apply_override(YAML::Node& root, const std::string& assignment) {
   const auto eq = assignment.find('=');
   const auto dot = assignment.find('.');
@@ -423,24 +390,6 @@ std::vector<std::string> fill_from_init(YAML::Node& root, const Config& config,
     filled.push_back(key);
   }
   return filled;
-}
-
-// With data.sources, data.train and data.val (defaults) give way; given beside it in one file,
-// they are an error rather than silently unused. Empty lists (a run's config.yaml) are fine.
-void single_split_keys_give_way(const YAML::Node& root, DataConfig& data) {
-  if (data.sources.empty()) return;
-  for (const char* key : {"train", "val"}) {
-    const YAML::Node given = root["data"][key];
-    const bool empty = given && given.IsSequence() && given.size() == 0;
-    if (given && !empty) {
-      throw ConfigError(fmt::format(
-          "config key data.{}: set data.train and data.val, or data.sources, not both; a "
-          "mixture's sources name their own train and val",
-          key));
-    }
-  }
-  data.train.clear();
-  data.val.clear();
 }
 
 Config load_root(const YAML::Node& root) {

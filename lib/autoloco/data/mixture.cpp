@@ -103,16 +103,23 @@ double Mixture::mean_loss(const std::vector<double>& losses) const {
   return sum;
 }
 
-double Mixture::bits_per_byte(const std::vector<double>& losses) const {
-  double bits = 0.0;
+double Mixture::val_bytes_per_token() const {
   double bytes = 0.0;
-  for (size_t i = 0; i < sources_.size(); ++i) {
-    const std::optional<PreparedData>& p = sources_[i].val->prepared();
-    if (!p || !(p->val_bytes_per_token > 0)) return static_cast<double>(NAN);
-    bits += sources_[i].weight * losses.at(i) / std::log(2.0);
-    bytes += sources_[i].weight * p->val_bytes_per_token;
+  for (const MixtureSource& s : sources_) {
+    const std::optional<PreparedData>& p = s.val->prepared();
+    if (!p) return static_cast<double>(NAN);
+    bytes += s.weight * p->val_bytes_per_token;
   }
-  return bits / bytes;
+  return bytes;
+}
+
+double Mixture::bits_per_byte(const std::vector<double>& losses) const {
+  return autoloco::bits_per_byte(mean_loss(losses), val_bytes_per_token());
+}
+
+double Mixture::source_bits_per_byte(size_t s, double loss) const {
+  const std::optional<PreparedData>& p = sources_.at(s).val->prepared();
+  return p ? autoloco::bits_per_byte(loss, p->val_bytes_per_token) : static_cast<double>(NAN);
 }
 
 uint64_t Mixture::train_tokens() const {

@@ -55,6 +55,10 @@ class Mixture {
   // Bits per byte of the mixture: the weighted bits per token over the weighted bytes per
   // token; NaN when a val split's bytes per token are unknown.
   double bits_per_byte(const std::vector<double>& losses) const;
+  // Source s's bits per byte at `loss` on its val split; NaN when its bytes per token are unknown.
+  double source_bits_per_byte(size_t s, double loss) const;
+  // The weights' mean of the val splits' bytes per token; NaN when one is unknown.
+  double val_bytes_per_token() const;
   // The weighted mean of per-source losses.
   double mean_loss(const std::vector<double>& losses) const;
 

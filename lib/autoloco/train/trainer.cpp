@@ -141,16 +141,6 @@ Trainer::~Trainer() {
   }
 }
 
-std::vector<StreamSource> Trainer::stream_sources() const {
-  const bool by_shard = config_.data.partition == "by_shard";
-  const int dcs = elastic_ ? static_cast<int>(config_.elastic.dcs) : topo_.num_dcs;
-  // by_shard splits each source's shards over the dcs, so every dc keeps the mixture.
-  return data_->stream_sources([&](size_t s) {
-    return by_shard ? shards_for_dc((*data_)[s].train->num_shards(), dc_id(), dcs)
-                    : std::vector<size_t>{};
-  });
-}
-
 void Trainer::build_instances() {
   const Recompute recompute = parse_recompute(config_.model.recompute);
   const std::vector<StreamSource> sources = stream_sources();
@@ -346,53 +336,6 @@ Trainer::InstanceStep Trainer::instance_step(ModelInstance& inst) {
   inst.optimizer->step(out.lr);
   inst.shard->refresh();
   return out;
-}
-
-double Trainer::evaluate() {
-  torch::NoGradGuard no_grad;
-  Decoder& model = instances_[0].model;  // every instance holds the anchor at a round's end
-  // An overlapped replica trains on past the round's end, and fragments synced earlier in the
-  // cycle have trained since: the model borrows the anchor.
-  torch::Tensor own;
-  if (sync_ && (config_.outer.overlap_steps > 0 || config_.outer.fragments > 1)) {
-    own = params().values().clone();
-    sync_->outer().anchor_into(params());
-  }
-  model->eval();
-  std::vector<double> sums;  // per source: loss sum, batches
-  for (size_t s = 0; s < data_->size(); ++s) {
-    const std::array<double, 2> own_sums = eval_split(model, *(*data_)[s].val);
-    sums.insert(sums.end(), own_sums.begin(), own_sums.end());
-  }
-  model->train();
-  if (own.defined()) params().values().copy_(own);
-  const Watch watch("the evaluation's all-reduce");
-  world_comm_->allreduce_sum(sums.data(), sums.size());
-  eval_by_source_.clear();
-  for (size_t s = 0; s < data_->size(); ++s)
-    eval_by_source_.push_back(sums[2 * s] / sums[2 * s + 1]);
-  return data_->mixed() ? data_->mean_loss(eval_by_source_) : eval_by_source_[0];
-}
-
-std::array<double, 2> Trainer::eval_split(Decoder& model, const TokenDataset& val) {
-  std::array<double, 2> sums = {0.0, 0.0};
-  // A fully sharded forward is collective inside the dc: then every rank runs as many as the
-  // rank with the most batches, those past the end on a batch it does not count.
-  const int64_t batches = config_.run.eval_batches;
-  const bool collective = instances_[0].shard->mode() == ShardMode::full;
-  const int64_t rounds = (batches + topo_.world_size - 1) / topo_.world_size;
-  for (int64_t k = 0; k < rounds; ++k) {
-    const int64_t i = topo_.world_rank + k * topo_.world_size;
-    if (i >= batches && !collective) break;
-    Batch batch = eval_batch(val, i % batches, config_.data.batch_size, config_.model.seq_len);
-    AutocastScope autocast(device_, bf16_);
-    const torch::Tensor logits = model->forward(to_device(batch.inputs, device_));
-    const double loss = lm_loss(logits, to_device(batch.targets, device_)).item<double>();
-    if (i >= batches) continue;
-    sums[0] += loss;
-    sums[1] += 1.0;
-  }
-  return sums;
 }
 
 double Trainer::world_mean(double value) {

@@ -305,7 +305,6 @@ class Trainer {
   JsonObject by_source(const std::vector<int64_t>& values) const;
   JsonObject eval_by_source_json() const;
   std::vector<JsonObject> sources_json() const;
-  double val_bytes_per_token() const;
   // `batches`: each dc's sequences per step in the round just ended.
   void log_round(const RoundStats& s, const std::vector<int64_t>& batches);
   void log_eval(double eval_loss);

@@ -331,85 +331,6 @@ void Trainer::log_round(const RoundStats& s, const std::vector<int64_t>& batches
                             .add("elapsed_s", wall_.seconds()));
 }
 
-std::vector<int64_t> Trainer::count_tokens_by_source() {
-  std::vector<double> drawn(data_->size(), 0.0);
-  for (const ModelInstance& inst : instances_) {
-    const std::vector<uint64_t>& own = inst.stream->samples_by_source();
-    for (size_t s = 0; s < own.size(); ++s)
-      drawn[s] += static_cast<double>(own[s]);
-  }
-  const Watch watch("the all-reduce of the samples per source");
-  world_comm_->allreduce_sum(drawn.data(), drawn.size());
-  double total = 0.0;
-  for (double d : drawn)
-    total += d;
-  std::vector<int64_t> out;
-  for (double d : drawn)
-    out.push_back(total > 0 ? std::llround(static_cast<double>(tokens_) * d / total) : 0);
-  return out;
-}
-
-JsonObject Trainer::by_source(const std::vector<int64_t>& values) const {
-  JsonObject out;
-  for (size_t s = 0; s < values.size() && s < data_->size(); ++s)
-    out.add((*data_)[s].name, values[s]);
-  return out;
-}
-
-double Trainer::eval_bpb(double eval_loss) const {
-  if (data_->mixed()) {
-    return eval_by_source_.size() == data_->size() ? data_->bits_per_byte(eval_by_source_)
-                                                   : static_cast<double>(NAN);
-  }
-  const auto& prepared = (*data_)[0].val->prepared();
-  return prepared ? bits_per_byte(eval_loss, prepared->val_bytes_per_token)
-                  : static_cast<double>(NAN);
-}
-
-// The mixture's: the weighted mean of the sources' val splits' bytes per token.
-double Trainer::val_bytes_per_token() const {
-  double bytes = 0.0;
-  for (size_t s = 0; s < data_->size(); ++s) {
-    const auto& prepared = (*data_)[s].val->prepared();
-    if (!prepared) return static_cast<double>(NAN);
-    bytes += (*data_)[s].weight * prepared->val_bytes_per_token;
-  }
-  return bytes;
-}
-
-// What summary.json says of each source: its weight, tokens trained and last evaluation.
-std::vector<JsonObject> Trainer::sources_json() const {
-  std::vector<JsonObject> out;
-  for (size_t s = 0; s < data_->size(); ++s) {
-    JsonObject one = JsonObject().add("name", (*data_)[s].name).add("weight", (*data_)[s].weight);
-    if (s < tokens_by_source_.size()) one.add("tokens", tokens_by_source_[s]);
-    if (s < eval_by_source_.size()) {
-      one.add("final_eval_loss", eval_by_source_[s]);
-      const auto& prepared = (*data_)[s].val->prepared();
-      if (prepared && prepared->val_bytes_per_token > 0) {
-        one.add("final_eval_bpb", bits_per_byte(eval_by_source_[s], prepared->val_bytes_per_token));
-      }
-    }
-    out.push_back(one);
-  }
-  return out;
-}
-
-// Each source's eval loss and, where its val split's bytes per token are known, bpb.
-JsonObject Trainer::eval_by_source_json() const {
-  JsonObject out;
-  for (size_t s = 0; s < eval_by_source_.size(); ++s) {
-    const MixtureSource& m = (*data_)[s];
-    JsonObject one = JsonObject().add("loss", eval_by_source_[s]);
-    const auto& prepared = m.val->prepared();
-    if (prepared && prepared->val_bytes_per_token > 0) {
-      one.add("bpb", bits_per_byte(eval_by_source_[s], prepared->val_bytes_per_token));
-    }
-    out.add(m.name, one);
-  }
-  return out;
-}
-
 void Trainer::log_eval(double eval_loss) {
   const double bpb = eval_bpb(eval_loss);
   if (options_.print_progress) {
@@ -474,7 +395,7 @@ void Trainer::write_summary(const TrainSummary& s) {
           .add("target_utilisation", config_.interval.target_utilisation)
           .add("tokenizer", prepared ? prepared->tokenizer : std::string("unknown"))
           .add("vocab_size", config_.model.vocab_size)
-          .add("val_bytes_per_token", val_bytes_per_token())
+          .add("val_bytes_per_token", data_->val_bytes_per_token())
           .add("method", config_.outer.method)
           .add("controller", outer_method() ? controller_->name() : std::string("none"))
           .add("correction", config_.outer.correction)
