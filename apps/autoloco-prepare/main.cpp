@@ -17,6 +17,7 @@
 #include "autoloco/util/error.hpp"
 #include "autoloco/util/timer.hpp"
 #include "bench_tokenize.hpp"
+#include "task_mode.hpp"
 
 namespace {
 
@@ -66,6 +67,12 @@ options:
   --threads N         threads that tokenize and train (default: every core)
   --overwrite         replace prepared data already in DIR
   -h, --help          print this help
+
+downstream task (what autoloco-train does for each of eval.tasks at its start):
+  autoloco-prepare --task FILE --task-format F --tokenizer-from DIR --out IDS
+                      tokenizes the task file FILE (json lines; F: hellaswag, arc, piqa, mc or
+                      lambada, docs/tasks.md) with the tokenizer of the prepared data directory
+                      DIR as lm-evaluation-harness's hf backend would, into the task ids file IDS
 
 benchmark (what autoloco-bench --tokenize runs; JSON on stdout):
   autoloco-prepare --bench --sp-model M [--threads N] [--repeat R] [--spm-encode P] TEXT
@@ -169,14 +176,45 @@ struct BenchRequest {
   autoloco::BenchTokenizeOptions options;
 };
 
+// --task and its options (task_mode.hpp).
+struct TaskRequest {
+  bool requested = false;
+  autoloco::TaskModeOptions options;
+};
+
+// The options of --task, checked once the command line is read.
+void finish_task_request(const autoloco::PrepareOptions& options, TaskRequest& task) {
+  if (!options.inputs.empty()) {
+    throw UsageError("--task takes no INPUT: the task file is --task's argument");
+  }
+  if (task.options.format.empty() || task.options.prepared.empty() || options.out_dir.empty()) {
+    throw UsageError(
+        "--task FILE needs --task-format F, --tokenizer-from DIR (a prepared data directory) and "
+        "--out FILE (the task ids file)");
+  }
+  task.options.out = options.out_dir;
+  task.options.hf_python = options.hf_python;
+  task.options.threads = options.threads;
+}
+
 // Returns false when --help was asked for.
-bool parse(int argc, char** argv, autoloco::PrepareOptions& options, BenchRequest& bench) {
+bool parse(int argc, char** argv, autoloco::PrepareOptions& options, BenchRequest& bench,
+           TaskRequest& task) {
   Args args(argc, argv);
+  bool out_given = false;
   while (!args.done()) {
     const std::string arg = args.next();
     if (arg == "-h" || arg == "--help") return false;
     if (arg == "--out") {
       options.out_dir = args.value(arg);
+      out_given = true;
+    } else if (arg == "--task") {
+      task.requested = true;
+      task.options.task_file = args.value(arg);
+    } else if (arg == "--task-format") {
+      task.options.format = args.value(arg);
+    } else if (arg == "--tokenizer-from") {
+      task.options.prepared = args.value(arg);
     } else if (arg == "--val-fraction") {
       options.val_fraction = parse_double(arg, args.value(arg));
     } else if (arg == "--ext") {
@@ -229,6 +267,12 @@ bool parse(int argc, char** argv, autoloco::PrepareOptions& options, BenchReques
     } else {
       options.inputs.push_back(arg);
     }
+  }
+  if (task.requested) {
+    // --out's default is a data directory; a task needs its own file named.
+    if (!out_given) options.out_dir.clear();
+    finish_task_request(options, task);
+    return true;
   }
   if (options.inputs.empty()) {
     throw UsageError("no INPUT given: name text, json lines or parquet files, or directories");
@@ -332,8 +376,9 @@ void print_summary(const autoloco::PrepareOptions& options, const autoloco::Prep
 int main(int argc, char** argv) {
   autoloco::PrepareOptions options;
   BenchRequest bench;
+  TaskRequest task;
   try {
-    if (!parse(argc, argv, options, bench)) {
+    if (!parse(argc, argv, options, bench, task)) {
       std::fputs(kUsage, stdout);
       return 0;
     }
@@ -343,6 +388,10 @@ int main(int argc, char** argv) {
   }
   try {
     if (bench.requested) return autoloco::bench_tokenize(bench.options);
+    if (task.requested) {
+      autoloco::tokenize_task_file(task.options);
+      return 0;
+    }
     const autoloco::Timer timer;
     const autoloco::PrepareReport report = autoloco::prepare_corpus(options);
     print_summary(options, report, timer.seconds());

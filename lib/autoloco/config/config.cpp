@@ -40,6 +40,9 @@ const char* type_name(const std::vector<std::string>&) {
 const char* type_name(const std::vector<DataSource>&) {
   return "list of sources";
 }
+const char* type_name(const std::vector<EvalTask>&) {
+  return "list of tasks";
+}
 
 std::string describe(const YAML::Node& node) {
   if (node.IsScalar()) return fmt::format("'{}'", node.Scalar());
@@ -145,6 +148,47 @@ void read_value(const YAML::Node& n, const std::string& key, std::vector<DataSou
     out.push_back(read_source(n[i], fmt::format("{}[{}]", key, i), i));
 }
 
+EvalTask read_task(const YAML::Node& n, const std::string& key) {
+  if (!n.IsMap()) {
+    throw ConfigError(fmt::format(
+        "config key {}: expected a mapping {{name, path, format, limit}}, got {}", key,
+        describe(n)));
+  }
+  static const std::vector<std::string> kKeys = {"name", "path", "format", "limit"};
+  for (const auto& item : n) {
+    const std::string k = item.first.IsScalar() ? item.first.Scalar() : describe(item.first);
+    if (std::find(kKeys.begin(), kKeys.end(), k) == kKeys.end()) {
+      throw ConfigError(fmt::format(
+          "config key {}: unknown key '{}'{}; a task has name, path, format and limit", key, k,
+          did_you_mean(k, kKeys)));
+    }
+  }
+  EvalTask t;
+  for (const char* required : {"name", "path", "format"}) {
+    if (!n[required]) {
+      throw ConfigError(fmt::format(
+          "config key {}.{} is missing: a task is {{name, path, format}} (docs/tasks.md)", key,
+          required));
+    }
+  }
+  read_value(n["name"], key + ".name", t.name);
+  read_value(n["path"], key + ".path", t.path);
+  read_value(n["format"], key + ".format", t.format);
+  if (n["limit"]) read_value(n["limit"], key + ".limit", t.limit);
+  return t;
+}
+
+void read_value(const YAML::Node& n, const std::string& key, std::vector<EvalTask>& out) {
+  out.clear();
+  if (!n.IsSequence()) {
+    throw ConfigError(fmt::format(
+        "config key {}: expected a list of tasks ({{name, path, format}}), got {}", key,
+        describe(n)));
+  }
+  for (size_t i = 0; i < n.size(); ++i)
+    out.push_back(read_task(n[i], fmt::format("{}[{}]", key, i)));
+}
+
 // Reads each declared key of a section from the YAML mapping; unknown keys are caught later.
 struct Loader {
   const YAML::Node& root;
@@ -207,6 +251,16 @@ std::string format_value(const std::vector<DataSource>& v) {
     items.push_back(fmt::format("{{name: {}, train: {}, val: {}, weight: {}}}",
                                 format_value(s.name), format_value(s.train), format_value(s.val),
                                 format_value(s.weight)));
+  }
+  return fmt::format("[{}]", fmt::join(items, ", "));
+}
+
+std::string format_value(const std::vector<EvalTask>& v) {
+  std::vector<std::string> items;
+  for (const auto& t : v) {
+    items.push_back(fmt::format("{{name: {}, path: {}, format: {}, limit: {}}}",
+                                format_value(t.name), format_value(t.path),
+                                format_value(t.format), format_value(t.limit)));
   }
   return fmt::format("[{}]", fmt::join(items, ", "));
 }

@@ -376,6 +376,27 @@ struct CkptConfig {
   }
 };
 
+// One downstream task scored on the anchor (eval.tasks, docs/tasks.md).
+struct EvalTask {
+  std::string name;    // label in metrics.jsonl and summary.json: tasks.<name>
+  std::string path;    // the task file (json lines)
+  std::string format;  // hellaswag, arc, piqa, mc or lambada
+  int64_t limit = 0;   // score the file's first `limit` items (lm_eval --limit); 0: all
+};
+
+struct EvalConfig {
+  std::vector<EvalTask> tasks;
+
+  template <class Self, class V>
+  static void visit(Self& s, V& v) {
+    v("tasks", s.tasks,
+      "downstream tasks scored on the anchor at every evaluation (run.eval_every and the "
+      "end), as lm-evaluation-harness scores them: a list of {name, path, format, limit}, "
+      "format hellaswag, arc, piqa, mc or lambada, limit the first items only (0: all); "
+      "docs/tasks.md");
+  }
+};
+
 struct Config {
   RunConfig run;
   TopologyConfig topology;
@@ -389,6 +410,7 @@ struct Config {
   CommConfig comm;
   CkptConfig ckpt;
   ElasticConfig elastic;
+  EvalConfig eval;
 
   // Calls v.section(name, doc, section_struct) for each section, in file order.
   template <class Self, class V>
@@ -406,6 +428,7 @@ struct Config {
     v.section("ckpt", "checkpoints (docs/checkpoints.md) and when they are written", s.ckpt);
     v.section("elastic", "each dc its own launch, joining and leaving (docs/elastic.md)",
               s.elastic);
+    v.section("eval", "downstream tasks scored in the run (docs/tasks.md)", s.eval);
   }
 };
 

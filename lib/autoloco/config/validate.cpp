@@ -53,6 +53,25 @@ void validate_sources(const std::vector<DataSource>& sources) {
   }
 }
 
+// Names label metrics fields (tasks.<name>): plain words, each once.
+void validate_eval(const EvalConfig& e) {
+  std::set<std::string> names;
+  for (size_t i = 0; i < e.tasks.size(); ++i) {
+    const EvalTask& t = e.tasks[i];
+    const std::string key = fmt::format("eval.tasks[{}]", i);
+    const bool plain = !t.name.empty() && std::all_of(t.name.begin(), t.name.end(), [](char c) {
+      return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
+    });
+    require(plain, key + ".name",
+            fmt::format("must be a name of letters, digits, '_' or '-', got '{}'", t.name));
+    require(names.insert(t.name).second, key + ".name",
+            fmt::format("'{}' names two tasks; give each its own name", t.name));
+    require(!t.path.empty(), key + ".path", "needs the task file (json lines)");
+    require_one_of(t.format, {"hellaswag", "arc", "piqa", "mc", "lambada"}, key + ".format");
+    require_non_negative(t.limit, key + ".limit");
+  }
+}
+
 void validate_data(const DataConfig& d) {
   if (d.sources.empty()) {
     require(!d.train.empty(), "data.train", "needs at least one shard path or glob");
@@ -420,6 +439,7 @@ void validate(const Config& c) {
   validate_shard(c);
   validate_model(c.model);
   validate_data(c.data);
+  validate_eval(c.eval);
   validate_inner(c.inner);
   validate_outer(c.outer);
   validate_interval(c.interval);

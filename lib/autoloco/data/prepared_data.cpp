@@ -110,6 +110,18 @@ PreparedData read_one(const fs::path& json_path) {
 
 }  // namespace
 
+PreparedData read_prepare_json(const std::string& path) {
+  std::error_code ec;
+  const fs::path json = fs::is_directory(path, ec) ? fs::path(path) / "prepare.json" : fs::path(path);
+  if (!fs::is_regular_file(json, ec)) {
+    throw DataError(fmt::format(
+        "'{}' is not a prepared data directory (no {}); name the directory autoloco-prepare "
+        "wrote",
+        path, json.string()));
+  }
+  return read_one(json);
+}
+
 bool PreparedData::same_tokenizer(const PreparedData& other) const {
   return tokenizer == other.tokenizer && vocab_size == other.vocab_size &&
          tokenizer_model_crc32 == other.tokenizer_model_crc32;

@@ -35,6 +35,10 @@ struct PreparedData {
 std::optional<PreparedData> read_prepared_data(const std::vector<std::string>& shard_paths,
                                                const std::string& what);
 
+// Reads one prepare.json (`path`, or the directory that holds it). Throws DataError naming the
+// file when it is missing or damaged, or when the tokenizer model it names is.
+PreparedData read_prepare_json(const std::string& path);
+
 // Throws DataError when data.train and data.val come from different tokenizers (both known).
 void check_same_tokenizer(const std::optional<PreparedData>& train,
                           const std::optional<PreparedData>& val);

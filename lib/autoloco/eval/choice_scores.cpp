@@ -32,19 +32,18 @@ size_t code_points(const std::string& utf8) {
 }
 
 ChoiceOutcome score_choices(const std::vector<double>& loglikelihoods,
-                            const std::vector<std::string>& choices, size_t gold) {
-  if (loglikelihoods.size() != choices.size() || choices.empty()) {
+                            const std::vector<int64_t>& lengths, size_t gold) {
+  if (loglikelihoods.size() != lengths.size() || lengths.empty()) {
     throw Error(fmt::format("score_choices: {} log-likelihoods for {} choices",
-                            loglikelihoods.size(), choices.size()));
+                            loglikelihoods.size(), lengths.size()));
   }
-  if (gold >= choices.size()) {
-    throw Error(fmt::format("score_choices: gold {} of {} choices", gold, choices.size()));
+  if (gold >= lengths.size()) {
+    throw Error(fmt::format("score_choices: gold {} of {} choices", gold, lengths.size()));
   }
   std::vector<double> per_char;
-  for (size_t i = 0; i < choices.size(); ++i) {
-    const size_t length = code_points(choices[i]);
-    if (length == 0) throw Error(fmt::format("score_choices: choice {} is empty", i));
-    per_char.push_back(loglikelihoods[i] / static_cast<double>(length));
+  for (size_t i = 0; i < lengths.size(); ++i) {
+    if (lengths[i] <= 0) throw Error(fmt::format("score_choices: choice {} is empty", i));
+    per_char.push_back(loglikelihoods[i] / static_cast<double>(lengths[i]));
   }
   ChoiceOutcome out;
   out.pred = first_argmax(loglikelihoods);
@@ -52,6 +51,14 @@ ChoiceOutcome score_choices(const std::vector<double>& loglikelihoods,
   out.acc = out.pred == gold ? 1.0 : 0.0;
   out.acc_norm = out.pred_norm == gold ? 1.0 : 0.0;
   return out;
+}
+
+ChoiceOutcome score_choices(const std::vector<double>& loglikelihoods,
+                            const std::vector<std::string>& choices, size_t gold) {
+  std::vector<int64_t> lengths;
+  for (const std::string& choice : choices)
+    lengths.push_back(static_cast<int64_t>(code_points(choice)));
+  return score_choices(loglikelihoods, lengths, gold);
 }
 
 MeanWithError mean_with_stderr(const std::vector<double>& values) {

@@ -24,6 +24,9 @@ struct ChoiceOutcome {
 // Throws Error when the sizes differ, a choice is empty or gold is out of range.
 ChoiceOutcome score_choices(const std::vector<double>& loglikelihoods,
                             const std::vector<std::string>& choices, size_t gold);
+// The same with each choice's code points given (`lengths`, TaskChoiceIds::chars).
+ChoiceOutcome score_choices(const std::vector<double>& loglikelihoods,
+                            const std::vector<int64_t>& lengths, size_t gold);
 
 // Unicode code points of UTF-8 text: Python's len() of the string, acc_norm's normaliser.
 size_t code_points(const std::string& utf8);

@@ -9,7 +9,11 @@
 namespace autoloco {
 
 std::vector<PairIds> encode_pairs(
-    const Tokenizer& tokenizer, const std::vector<std::pair<std::string, std::string>>& requests) {
+    const Tokenizer& tokenizer, const std::vector<std::pair<std::string, std::string>>& requests,
+    const std::function<std::string(size_t)>& describe) {
+  const auto name = [&](size_t i) {
+    return describe ? describe(i) : fmt::format("request {}", i);
+  };
   // Texts 2i and 2i + 1: request i's context alone, and context and continuation together.
   std::vector<std::string> texts;
   texts.reserve(2 * requests.size());
@@ -18,9 +22,9 @@ std::vector<PairIds> encode_pairs(
     const size_t moved = python_trailing_space(context);
     if (moved == context.size()) {
       throw DataError(
-          fmt::format("request {}: its context is empty or only whitespace; the harness scores a "
+          fmt::format("{}: its context is empty or only whitespace; the harness scores a "
                       "continuation after a non-empty context",
-                      i));
+                      name(i)));
     }
     texts.push_back(context.substr(0, context.size() - moved));
     texts.push_back(context + continuation);
@@ -33,9 +37,9 @@ std::vector<PairIds> encode_pairs(
     const std::vector<uint32_t>& joint = ids[2 * i + 1];
     if (joint.size() <= alone.size()) {
       throw DataError(fmt::format(
-          "request {}: the continuation '{}' gets no token of its own after the context's {} "
+          "{}: the continuation '{}' gets no token of its own after the context's {} "
           "(the tokenizer merged it into the context)",
-          i, requests[i].second, alone.size()));
+          name(i), requests[i].second, alone.size()));
     }
     out.push_back(PairIds{
         alone, std::vector<uint32_t>(joint.begin() + static_cast<std::ptrdiff_t>(alone.size()),

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -21,8 +22,10 @@ struct PairIds {
 
 // One PairIds per (context, continuation), in order; the texts go to the tokenizer in one batch
 // (a Hugging Face tokenizer's helper process is asked once). An empty context (after its
-// whitespace moved) or a continuation left without ids throws DataError naming the request.
-std::vector<PairIds> encode_pairs(const Tokenizer& tokenizer,
-                                  const std::vector<std::pair<std::string, std::string>>& requests);
+// whitespace moved) or a continuation left without ids throws DataError naming the request as
+// `describe(i)` does (by default "request i").
+std::vector<PairIds> encode_pairs(
+    const Tokenizer& tokenizer, const std::vector<std::pair<std::string, std::string>>& requests,
+    const std::function<std::string(size_t)>& describe = {});
 
 }  // namespace autoloco

@@ -128,6 +128,7 @@ Trainer::Trainer(const Config& config, MPI_Comm world, TrainerOptions options)
   log_start();
   const std::optional<Resumed> resumed = resume(options_.resume);
   open_run_directory(resumed);
+  load_tasks();
   install_stop_signal_handlers();
 }
 

@@ -26,6 +26,9 @@
 #include "autoloco/config/config.hpp"
 #include "autoloco/data/mixture.hpp"
 #include "autoloco/data/stream.hpp"
+#include "autoloco/eval/task_ids.hpp"
+#include "autoloco/eval/task_metrics.hpp"
+#include "autoloco/eval/task_scorer.hpp"
 #include "autoloco/metrics/run_directory.hpp"
 #include "autoloco/model/decoder.hpp"
 #include "autoloco/optim/flat_params.hpp"
@@ -129,6 +132,13 @@ class Trainer {
   double evaluate();
   // (loss sum, batches) of this rank's share of run.eval_batches batches of one val split.
   std::array<double, 2> eval_split(Decoder& model, const TokenDataset& val);
+  // The last evaluation's figures of each of eval.tasks (after evaluate(); empty without tasks).
+  struct TaskResult {
+    std::string name;
+    TaskFormat format = TaskFormat::mc;
+    TaskMetrics metrics;
+  };
+  const std::vector<TaskResult>& task_results() const { return task_results_; }
 
   const Topology& topology() const { return topo_; }
   // Instance 0's (the only one unless batch.instances > 1).
@@ -304,6 +314,13 @@ class Trainer {
   std::vector<int64_t> count_tokens_by_source();
   JsonObject by_source(const std::vector<int64_t>& values) const;
   JsonObject eval_by_source_json() const;
+  // eval.tasks: tokenized by autoloco-prepare on world rank 0 (trainer_tasks.cpp), broadcast.
+  void load_tasks();
+  std::string tokenize_task(const EvalTask& task, const PreparedData& prepared) const;
+  // Scores every task on `model` (the anchor), the requests spread over the world's ranks.
+  void score_tasks(Decoder& model);
+  JsonObject tasks_json() const;
+  std::string tasks_progress() const;
   std::vector<JsonObject> sources_json() const;
   // `batches`: each dc's sequences per step in the round just ended.
   void log_round(const RoundStats& s, const std::vector<int64_t>& batches);
@@ -360,6 +377,15 @@ class Trainer {
   int64_t tokens_ = 0;
   std::unique_ptr<Mixture> data_;
   std::vector<double> eval_by_source_;     // the last evaluation's loss on each source's val
+  struct LoadedTask {
+    EvalTask config;
+    TaskIds ids;
+    std::unique_ptr<TaskScorer> scorer;
+  };
+  std::vector<std::unique_ptr<LoadedTask>> tasks_;
+  std::vector<TaskResult> task_results_;
+  double eval_s_ = 0.0;   // the last evaluation's wall time: the val loss's
+  double tasks_s_ = 0.0;  // and the tasks'
   std::vector<int64_t> tokens_by_source_;  // at the last metrics line
   std::optional<RunDirectory> run_dir_;
   int64_t step_ = 0;

@@ -7,6 +7,7 @@
 #include "autoloco/model/decoder.hpp"
 #include "autoloco/train/batch_step.hpp"
 #include "autoloco/train/precision.hpp"
+#include "autoloco/util/timer.hpp"
 #include "autoloco/util/watchdog.hpp"
 
 namespace autoloco {
@@ -32,11 +33,15 @@ double Trainer::evaluate() {
     sync_->outer().anchor_into(params());
   }
   model->eval();
+  const Timer timer;
   std::vector<double> sums;  // per source: loss sum, batches
   for (size_t s = 0; s < data_->size(); ++s) {
     const std::array<double, 2> own_sums = eval_split(model, *(*data_)[s].val);
     sums.insert(sums.end(), own_sums.begin(), own_sums.end());
   }
+  eval_s_ = timer.seconds();
+  score_tasks(model);
+  tasks_s_ = timer.seconds() - eval_s_;
   model->train();
   if (own.defined()) params().values().copy_(own);
   const Watch watch("the evaluation's all-reduce");

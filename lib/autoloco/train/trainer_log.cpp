@@ -344,11 +344,16 @@ void Trainer::log_eval(double eval_loss) {
       parts.push_back(fmt::format("{} {:.4f}", (*data_)[s].name, eval_by_source_[s]));
     log::info("  eval loss by source: {}", fmt::join(parts, ", "));
   }
+  if (options_.print_progress && !task_results_.empty()) {
+    log::info("  tasks: {} ({:.1f} s; the loss {:.1f} s)", tasks_progress(), tasks_s_, eval_s_);
+  }
   if (!run_dir_) return;
   JsonObject line = JsonObject().add("step", step_).add("eval_loss", eval_loss);
   if (!std::isnan(bpb)) line.add("eval_bpb", bpb);
   if (data_->mixed()) line.add("eval_by_source", eval_by_source_json());
+  if (!task_results_.empty()) line.add("tasks", tasks_json()).add("tasks_s", tasks_s_);
   run_dir_->append_metrics(line.add("eval_ppl", std::exp(eval_loss))
+                               .add("eval_s", eval_s_)
                                .add("rounds", rounds_)
                                .add("inter_dc_bytes", inter_dc_bytes())
                                .add("sim_time_s", sim_seconds())
@@ -417,6 +422,7 @@ void Trainer::write_summary(const TrainSummary& s) {
           .add("tokens_per_s", static_cast<double>(s.tokens) / s.wall_s)
           .add("memory_per_rank", memory_json(s));
   if (data_->mixed()) summary.add("sources", sources_json());
+  if (!task_results_.empty()) summary.add("tasks", tasks_json());
   if (elastic_) {
     summary.add("state_hash", elastic_hash_)
         .add("elastic", JsonObject()
