@@ -81,7 +81,7 @@ else:
     def reference(text):
         return list(text.encode("utf-8"))
     text = bytes(ids).decode("utf-8")
-    bos = eos = None
+    bos = eos = 10  # the document separator, a newline
 problems = []
 def check(ok, what):
     if not ok:
@@ -96,7 +96,7 @@ if got != ids:
 check(tok.decode(ids) == text, "decoding the shards' ids does not give their text")
 for sample in ["Hello world", "  two  spaces\n\tindented line\n", "trailing space ",
                "Ünïcödé: naïve café, Grüße — 東京 🚀", "<s> literal </s> <unk> tags",
-               "a <|endoftext|> b", "digits 12345 and 3.14", "\n\nblank lines\n\n", ""]:
+               "a <|endoftext|> b", "x <0x0A> y", "digits 12345 and 3.14", "\n\nblank lines\n\n", ""]:
     got = tok.encode(sample)
     check(got == reference(sample), f"{sample!r}: {got} where the reference gives "
                                     f"{reference(sample)}")
@@ -345,7 +345,7 @@ TEST_CASE("e2e: hf export ships a tokenizer.json or the byte tokenizer and AutoT
     const std::string out = dir + "/out-bytes";
     REQUIRE(export_hf(dir, r.ckpt, out, "", output) == 0);
     INFO(output);
-    CHECK(contains(output, "as PreTrainedTokenizerFast (bos none, eos none)"));
+    CHECK(contains(output, "as PreTrainedTokenizerFast (bos 10, eos 10)"));
     check_in_python(python, r, out, "bytes", "", "", "TokenizersBackend");
   }
 }

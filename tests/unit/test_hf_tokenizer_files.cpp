@@ -131,7 +131,13 @@ TEST_CASE("HF tokenizer files: BOS and EOS of a tokenizer.json, tokenizer_config
 TEST_CASE("HF tokenizer files: the byte tokenizer's tokenizer.json", "[hf]") {
   const auto files = autoloco::hf_tokenizer_files("bytes", "", 128);
   REQUIRE(files.files.size() == 2);
-  CHECK_FALSE(files.tokens.bos);
+  // The document separator (a newline) is the BOS and the EOS, which lm-evaluation-harness needs.
+  CHECK(files.tokens.bos == 10);
+  CHECK(files.tokens.eos == 10);
+  const YAML::Node config = YAML::Load(files.files[1].contents);
+  CHECK(config["bos_token"].as<std::string>() == "<0x0A>");
+  CHECK(config["eos_token"].as<std::string>() == "<0x0A>");
+  CHECK(config["split_special_tokens"].as<bool>());
   const YAML::Node json = YAML::Load(files.files[0].contents);
   const YAML::Node vocab = json["model"]["vocab"];
   REQUIRE(vocab.size() == 256);

@@ -15,6 +15,10 @@
 namespace autoloco {
 namespace {
 
+// The byte tokenizer's document separator, "\n": its id and its piece in tokenizer.json.
+constexpr int64_t kByteSeparatorId = 10;
+constexpr const char* kByteSeparatorPiece = "<0x0A>";
+
 // ---- tokenizer.json: the raw text of one top-level value, without parsing the rest (a Llama 3
 // tokenizer.json holds 128k pieces and 280k merges; only its added tokens are read) ----
 
@@ -201,14 +205,23 @@ HfTokenizerFiles sentencepiece_files(const std::string& path, int64_t model_max_
   }
   // SentencePiece reads "<s>" in a text as three characters, and so did autoloco-prepare.
   config.add("split_special_tokens", true);
-  add_token(config, "bos_token", info.piece(info.bos_id));
-  add_token(config, "eos_token", info.piece(info.eos_id));
+  int64_t bos_id = info.piece(info.bos_id) ? info.bos_id : -1;
+  int64_t eos_id = info.piece(info.eos_id) ? info.eos_id : -1;
+  if (bos_id < 0 && eos_id < 0) {
+    // A model without either (a given --sp-model): the newline's byte piece, the document
+    // separator, stands for both, as for the byte tokenizer.
+    for (size_t id = 0; id < info.pieces.size(); ++id) {
+      if (info.pieces[id].piece == kByteSeparatorPiece) bos_id = eos_id = static_cast<int64_t>(id);
+    }
+  }
+  add_token(config, "bos_token", info.piece(bos_id));
+  add_token(config, "eos_token", info.piece(eos_id));
   add_token(config, "unk_token", info.piece(info.unk_id));
   add_token(config, "pad_token", info.piece(info.pad_id));
   config.add("clean_up_tokenization_spaces", false);
   config.add("model_max_length", model_max_length);
-  if (info.piece(info.bos_id)) out.tokens.bos = info.bos_id;
-  if (info.piece(info.eos_id)) out.tokens.eos = info.eos_id;
+  if (bos_id >= 0) out.tokens.bos = bos_id;
+  if (eos_id >= 0) out.tokens.eos = eos_id;
   if (!llama) {
     out.notes.push_back(fmt::format(
         "tokenizer.model is a {} model{}: tokenizer_config.json names PreTrainedTokenizerFast, "
@@ -259,6 +272,12 @@ HfTokenizerFiles tokenizer_json_files(const std::string& path, int64_t model_max
   config.add("model_max_length", model_max_length);
   if (bos) out.tokens.bos = bos->id;
   if (eos) out.tokens.eos = eos->id;
+  if (!bos && !eos) {
+    out.notes.push_back(
+        "tokenizer.json declares no BOS or EOS token: tools that need one (lm-evaluation-harness's "
+        "prefix token) must be given it, e.g. lm_eval --model_args ...,prefix_token_id=ID with "
+        "the id of a newline");
+  }
   out.files.push_back({"tokenizer.json", json});
   out.files.push_back({"tokenizer_config.json", config.pretty()});
   return out;
@@ -271,6 +290,14 @@ HfTokenizerFiles byte_files(int64_t model_max_length) {
   config.add("tokenizer_class", out.tokenizer_class);
   config.add("add_bos_token", false);
   config.add("add_eos_token", false);
+  // The document separator, a newline, is what began and ended every document the model saw:
+  // it is the BOS and the EOS (tools need one: lm-evaluation-harness's prefix token is the BOS,
+  // else the EOS). "<0x0A>" in a text stays text, as autoloco-prepare read it.
+  config.add("bos_token", kByteSeparatorPiece);
+  config.add("eos_token", kByteSeparatorPiece);
+  config.add("split_special_tokens", true);
+  out.tokens.bos = kByteSeparatorId;
+  out.tokens.eos = kByteSeparatorId;
   config.add("clean_up_tokenization_spaces", false);
   config.add("model_max_length", model_max_length);
   out.files.push_back({"tokenizer.json", byte_level_tokenizer_json()});

@@ -6,10 +6,15 @@
 //                  models (unigram, normalisation rules), PreTrainedTokenizerFast, which
 //                  transformers builds from the model's own settings; no BOS or EOS added, and
 //                  "<s>" in a text is text, as SentencePiece reads it (split_special_tokens);
+//                  its BOS and EOS declared, or for a model without either the newline's byte
+//                  piece "<0x0A>" as both (the document separator);
 //   hf:            tokenizer.json, copied, and a tokenizer_config.json for PreTrainedTokenizerFast
 //                  that adds no special tokens, as autoloco-prepare encodes;
 //   bytes:         a byte-level tokenizer.json (id = byte, through BPE byte fallback; no merges)
-//                  and its tokenizer_config.json.
+//                  and its tokenizer_config.json, whose BOS and EOS are "<0x0A>" (id 10), the
+//                  newline that separated the documents; "<0x0A>" in a text stays text.
+// lm-evaluation-harness needs a BOS or an EOS (its prefix token): every kind but a tokenizer.json
+// that declares neither has one (a note says what to pass then).
 // transformers reads a tokenizer.model with the sentencepiece and protobuf packages
 // (scripts/hf-requirements.txt). No torch, no SentencePiece library: tokenizer.model is read
 // here as the protobuf it is.

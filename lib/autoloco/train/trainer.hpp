@@ -321,6 +321,9 @@ class Trainer {
   void score_tasks(Decoder& model);
   JsonObject tasks_json() const;
   std::string tasks_progress() const;
+  struct LoadedTask;
+  void write_task_scores(const LoadedTask& task,
+                         const std::vector<ContinuationScore>& scores) const;
   std::vector<JsonObject> sources_json() const;
   // `batches`: each dc's sequences per step in the round just ended.
   void log_round(const RoundStats& s, const std::vector<int64_t>& batches);

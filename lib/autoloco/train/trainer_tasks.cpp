@@ -13,6 +13,7 @@
 #include "autoloco/train/precision.hpp"
 #include "autoloco/train/trainer.hpp"
 #include "autoloco/util/child_process.hpp"
+#include "autoloco/util/durable_file.hpp"
 #include "autoloco/util/file_bytes.hpp"
 #include "autoloco/util/log.hpp"
 #include "autoloco/util/timer.hpp"
@@ -143,7 +144,34 @@ void Trainer::score_tasks(Decoder& model) {
     }
     task_results_.push_back(
         {task->config.name, task->ids.format, task_metrics(task->ids, scores)});
+    if (run_dir_) write_task_scores(*task, scores);
   }
+}
+
+// <run>/tasks/<name>.scores.jsonl, the last evaluation's log-likelihoods: what a comparison with
+// lm-evaluation-harness's samples reads (scripts/lm_eval_compare.py).
+void Trainer::write_task_scores(const LoadedTask& task,
+                                const std::vector<ContinuationScore>& scores) const {
+  std::string text;
+  size_t r = 0;
+  for (const TaskItemIds& item : task.ids.items) {
+    std::vector<double> lls;
+    std::vector<int64_t> greedy;
+    for (size_t c = 0; c < item.choices.size(); ++c, ++r) {
+      lls.push_back(scores[r].loglikelihood);
+      greedy.push_back(scores[r].greedy ? 1 : 0);
+    }
+    text += JsonObject()
+                .add("line", item.line)
+                .add("gold", static_cast<int64_t>(item.gold))
+                .add("loglikelihoods", lls)
+                .add("greedy", greedy)
+                .str();
+    text += '\n';
+  }
+  const fs::path dir = fs::path(run_dir_->path()) / "tasks";
+  fs::create_directories(dir);
+  write_file_durable((dir / (task.config.name + ".scores.jsonl")).string(), text);
 }
 
 JsonObject Trainer::tasks_json() const {
