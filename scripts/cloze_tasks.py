@@ -5,8 +5,8 @@
 
 Takes the lines of the TEXT files (a prepared corpus's own documents, say) that hold at least
 eight words and makes, for each format, up to N items (default 50; each format from its own
-fifth of the lines) whose right answer is the line's own continuation and whose wrong ones are
-continuations of other lines:
+fifth of the lines) whose right answer is the line's own next words and whose wrong ones are other
+lines' words:
 
   DIR/mc.jsonl         {"context", "choices", "gold"}; the context ends in a space now and then
   DIR/hellaswag.jsonl  {"activity_label", "ctx_a", "ctx_b", "endings", "label"}, with HellaSwag's
@@ -14,6 +14,9 @@ continuations of other lines:
   DIR/arc.jsonl        {"question", "choices": {"text", "label"}, "answerKey"}, labels A-D or 1-4
   DIR/piqa.jsonl       {"goal", "sol1", "sol2", "label"}
   DIR/lambada.jsonl    {"text"}: the line, scored on its last word
+
+Continuations are at most four words (HellaSwag's marks aside), contexts the line's words before
+them, so a model of a short context scores them with the start of the context cut.
 
 Items are a pure function of the text, N and the seed. They test that a run scores tasks as
 lm-evaluation-harness does (tests/e2e/test_tasks.cpp); a model that learnt the text also scores
@@ -29,12 +32,14 @@ import sys
 
 
 def usable_lines(paths):
-    lines = []
+    """The distinct lines of eight words or more, as lists of words, in order of appearance."""
+    lines, seen = [], set()
     for path in paths:
         with open(path, encoding="utf-8", errors="replace") as f:
             for line in f:
                 words = line.split()
-                if len(words) >= 8:
+                if len(words) >= 8 and " ".join(words) not in seen:
+                    seen.add(" ".join(words))
                     lines.append(words)
     return lines
 
@@ -43,9 +48,14 @@ def split_point(words, rng):
     return rng.randint(3, len(words) - 3)
 
 
+def rest(words, cut):
+    """Up to four words after the first `cut`: the continuations stay short."""
+    return " ".join(words[cut:cut + 4])
+
+
 def choices_for(lines, i, cut, rng, count):
-    """The line's own rest after `cut` words and `count - 1` rests of other lines."""
-    right = " ".join(lines[i][cut:])
+    """The line's own next words after `cut` and `count - 1` of other lines."""
+    right = rest(lines[i], cut)
     wrong = []
     for _ in range(100 * count):
         if len(wrong) == count - 1:
@@ -53,7 +63,7 @@ def choices_for(lines, i, cut, rng, count):
         j = rng.randrange(len(lines))
         if j == i:
             continue
-        other = " ".join(lines[j][split_point(lines[j], rng):])
+        other = rest(lines[j], split_point(lines[j], rng))
         if other != right and other not in wrong:
             wrong.append(other)
     gold = rng.randrange(len(wrong) + 1)

@@ -31,8 +31,8 @@ size_t code_points(const std::string& utf8) {
   return n;
 }
 
-ChoiceOutcome score_choices(const std::vector<double>& loglikelihoods,
-                            const std::vector<int64_t>& lengths, size_t gold) {
+ChoiceOutcome score_choices_by_length(const std::vector<double>& loglikelihoods,
+                                      const std::vector<int64_t>& lengths, size_t gold) {
   if (loglikelihoods.size() != lengths.size() || lengths.empty()) {
     throw Error(fmt::format("score_choices: {} log-likelihoods for {} choices",
                             loglikelihoods.size(), lengths.size()));
@@ -58,7 +58,7 @@ ChoiceOutcome score_choices(const std::vector<double>& loglikelihoods,
   std::vector<int64_t> lengths;
   for (const std::string& choice : choices)
     lengths.push_back(static_cast<int64_t>(code_points(choice)));
-  return score_choices(loglikelihoods, lengths, gold);
+  return score_choices_by_length(loglikelihoods, lengths, gold);
 }
 
 MeanWithError mean_with_stderr(const std::vector<double>& values) {

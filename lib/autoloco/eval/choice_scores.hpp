@@ -25,8 +25,8 @@ struct ChoiceOutcome {
 ChoiceOutcome score_choices(const std::vector<double>& loglikelihoods,
                             const std::vector<std::string>& choices, size_t gold);
 // The same with each choice's code points given (`lengths`, TaskChoiceIds::chars).
-ChoiceOutcome score_choices(const std::vector<double>& loglikelihoods,
-                            const std::vector<int64_t>& lengths, size_t gold);
+ChoiceOutcome score_choices_by_length(const std::vector<double>& loglikelihoods,
+                                      const std::vector<int64_t>& lengths, size_t gold);
 
 // Unicode code points of UTF-8 text: Python's len() of the string, acc_norm's normaliser.
 size_t code_points(const std::string& utf8);

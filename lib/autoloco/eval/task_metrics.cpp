@@ -28,7 +28,7 @@ TaskMetrics task_metrics(const TaskIds& ids, const std::vector<ContinuationScore
       lls.push_back(scores[r++].loglikelihood);
       lengths.push_back(choice.chars);
     }
-    const ChoiceOutcome outcome = score_choices(lls, lengths, item.gold);
+    const ChoiceOutcome outcome = score_choices_by_length(lls, lengths, item.gold);
     acc.push_back(outcome.acc);
     acc_norm.push_back(outcome.acc_norm);
   }
