@@ -2,6 +2,11 @@
 """Task files cut from text: cloze items in the layouts eval.tasks reads (docs/tasks.md).
 
     scripts/cloze_tasks.py --out DIR [--items N] [--seed S] TEXT...
+    scripts/cloze_tasks.py --out DIR [--items N] [--seed S] --val-of DATA_DIR
+
+With --val-of, the text is the validation split of a directory autoloco-prepare wrote with the
+byte tokenizer (its val_*.bin shards are the text's bytes): items from documents the model never
+trained on.
 
 Takes the lines of the TEXT files (a prepared corpus's own documents, say) that hold at least
 eight words and makes, for each format, up to N items (default 50; each format from its own
@@ -25,23 +30,53 @@ above chance on them, which makes them a quick check of a run's tasks on any cor
 """
 
 import argparse
+import glob
 import json
 import os
 import random
+import struct
 import sys
 
 
-def usable_lines(paths):
+def usable_lines(texts):
     """The distinct lines of eight words or more, as lists of words, in order of appearance."""
     lines, seen = [], set()
+    for text in texts:
+        for line in text.split("\n"):
+            words = line.split()
+            if len(words) >= 8 and " ".join(words) not in seen:
+                seen.add(" ".join(words))
+                lines.append(words)
+    return lines
+
+
+def read_texts(paths):
     for path in paths:
         with open(path, encoding="utf-8", errors="replace") as f:
-            for line in f:
-                words = line.split()
-                if len(words) >= 8 and " ".join(words) not in seen:
-                    seen.add(" ".join(words))
-                    lines.append(words)
-    return lines
+            yield f.read()
+
+
+def val_text(data_dir):
+    """The text of a byte-tokenized prepared directory's val shards (llm.c's shard format:
+    256 int32 header, magic 20240520 for uint16 tokens or 20240801 for uint32)."""
+    with open(os.path.join(data_dir, "prepare.json")) as f:
+        tokenizer = json.load(f).get("tokenizer", "bytes")
+    if tokenizer != "bytes":
+        raise ValueError(f"{data_dir} was prepared with the {tokenizer} tokenizer; --val-of "
+                         "reads byte-tokenized data only (give the text files instead)")
+    paths = sorted(glob.glob(os.path.join(data_dir, "val_*.bin")))
+    if not paths:
+        raise ValueError(f"{data_dir} has no val_*.bin shards")
+    data = bytearray()
+    for path in paths:
+        with open(path, "rb") as f:
+            magic, _, count = struct.unpack("<3i", f.read(12))
+            f.seek(1024)
+            width = {20240520: "H", 20240801: "I"}.get(magic)
+            if width is None:
+                raise ValueError(f"{path} is not a token shard")
+            data += bytes(struct.unpack(f"<{count}{width}", f.read(count * struct.calcsize(width))))
+    return data.decode("utf-8", errors="replace")
 
 
 def split_point(words, rng):
@@ -121,11 +156,20 @@ def main():
     parser.add_argument("--out", required=True, help="directory for the task files")
     parser.add_argument("--items", type=int, default=50, help="items per format (default 50)")
     parser.add_argument("--seed", type=int, default=1234, help="seed (default 1234)")
-    parser.add_argument("text", nargs="+", help="text files to cut the items from")
+    parser.add_argument("--val-of", metavar="DATA_DIR",
+                        help="cut the items from this byte-tokenized prepared directory's val "
+                             "split instead of TEXT files")
+    parser.add_argument("text", nargs="*", help="text files to cut the items from")
     args = parser.parse_args()
     if args.items < 1:
         parser.error("--items must be positive")
-    lines = usable_lines(args.text)
+    if bool(args.val_of) == bool(args.text):
+        parser.error("give TEXT files or --val-of DATA_DIR (one of them)")
+    try:
+        lines = usable_lines([val_text(args.val_of)] if args.val_of else read_texts(args.text))
+    except (OSError, ValueError) as e:
+        print(f"cloze_tasks.py: {e}", file=sys.stderr)
+        return 1
     if len(lines) < 2:
         print(f"cloze_tasks.py: {len(lines)} lines of eight words or more in the text; need 2",
               file=sys.stderr)

@@ -10,7 +10,10 @@ effective config.yaml (any setting, including those the summary lacks, flattened
 "section.key"; a key missing there is left empty), metrics.jsonl and syncs.jsonl. Writes to OUT:
 
   results.csv             one row per finished run: group, seed, grid values, settings, outcomes
-  table.md                one row per configuration (group + grid values), seeds pooled
+  table.md                one row per configuration (group + grid values), seeds pooled; with
+                          eval.tasks, each task's final acc_norm (acc for lambada) ± its
+                          standard error beside the loss and bpb (results.csv: every figure,
+                          task.<name>.<figure>)
   saving.md, saving.json  the saving of every adaptive configuration against every curve
   loss_vs_rounds.png      the final measure (below) against rounds: the curves and the adaptive
                           runs
@@ -509,6 +512,44 @@ def bpb_cells(config, measure):
     return [pm(*config.final("bpb"))] if measure == "bpb" else []
 
 
+def task_names(runs):
+    """The downstream tasks (eval.tasks) of the runs' summaries, in order of first appearance."""
+    names = []
+    for r in runs:
+        for name in (r.summary.get("tasks") or {}):
+            if name not in names:
+                names.append(name)
+    return names
+
+
+def task_figure(figures):
+    """The headline figure of a task: acc_norm for multiple choice, acc for lambada."""
+    return "acc_norm" if "acc_norm" in figures else "acc"
+
+
+def task_column(runs, name):
+    """A task's column header: its name and headline figure."""
+    figures = next(r.summary["tasks"][name] for r in runs if name in (r.summary.get("tasks") or {}))
+    return f"{name} {task_figure(figures)}"
+
+
+def task_cell(config, name):
+    """A task's final headline figure of a configuration: the mean over seeds ± the mean of
+    the runs' standard errors over the items (lm-eval's stderr); '–' where no run scored it."""
+    figures = [(r.summary.get("tasks") or {}).get(name) for r in config.runs]
+    figures = [f for f in figures if f]
+    if not figures:
+        return "–"
+    key = task_figure(figures[0])
+    mean = float(np.mean([f[key] for f in figures]))
+    errors = [f.get(key + "_stderr") for f in figures if f.get(key + "_stderr") is not None]
+    error = f" ± {np.mean(errors):.3f}" if errors else ""
+    return f"{mean:.3f}{error}"
+
+
+TASK_FIGURES = ["acc", "acc_stderr", "acc_norm", "acc_norm_stderr", "perplexity", "n"]
+
+
 # ---------------------------------------------------------------- results.csv, table.md
 
 
@@ -516,8 +557,9 @@ def write_results_csv(path, entries, runs):
     """One row per finished run; grid keys and settings come from the effective config."""
     keys = grid_keys(entries)
     settings = keys + [k for k in SETTINGS if k not in keys]
+    tasks = [f"task.{name}.{figure}" for name in task_names(runs) for figure in TASK_FIGURES]
     header = ["name", "group", "seed"] + keys + ["method", "controller"] + \
-        settings[len(keys):] + OUTCOMES
+        settings[len(keys):] + OUTCOMES + tasks
     with open(path, "w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(header)
@@ -528,6 +570,9 @@ def write_results_csv(path, entries, runs):
                                                r.config.get("interval.controller"))}
             row.update({k: r.setting(k) for k in settings})
             row.update({k: r.outcome(k) for k in OUTCOMES})
+            for key in tasks:
+                _, name, figure = key.split(".", 2)
+                row[key] = ((r.summary.get("tasks") or {}).get(name) or {}).get(figure)
             writer.writerow([text(row[k]) for k in header])
 
 
@@ -535,8 +580,9 @@ def table_markdown(configs, entries, runs, c_tok, measure):
     """One row per configuration with finished runs, seeds pooled; the footer defines the
     measure and the simulated time of loss_vs_time.png."""
     keys = grid_keys(entries)
+    tasks = task_names(runs)
     columns = ["n", "rounds", "inter-dc bytes", "final eval loss"] + bpb_columns(measure) + \
-        ["H min/max"]
+        [task_column(runs, name) for name in tasks] + ["H min/max"]
     lines = ["| group | " + " | ".join(keys + columns) + " |",
              "|" + " --- |" * (len(keys) + len(columns) + 1)]
     for config in configs:
@@ -548,6 +594,7 @@ def table_markdown(configs, entries, runs, c_tok, measure):
             [str(len(config.runs)), f"{config.rounds[0]:.1f}",
              si(np.mean([r.summary["inter_dc_bytes"] for r in config.runs])) + "B",
              pm(*config.loss)] + bpb_cells(config, measure) +
+            [task_cell(config, name) for name in tasks] +
             [f"{min(hs)}/{max(hs)}" if hs else ""]) + " |")
     final = "final eval loss and bpb" if measure == "bpb" else "final eval loss"
     lines += ["", f"{final}: mean ± sample sd over seeds. {measure_text(measure, runs)} "
@@ -556,6 +603,12 @@ def table_markdown(configs, entries, runs, c_tok, measure):
               f"of the syncs landed by then, c_tok = median over the {len(runs)} finished runs "
               f"of (sim_time_s − exposed_link_s) / tokens; {cost_text(runs, c_tok)}; "
               f"link {link_text(runs)}."]
+    if tasks:
+        lines += ["", "Tasks (eval.tasks, scored on the final anchor as lm-evaluation-harness "
+                  "scores them): acc_norm (acc for lambada) at the end, mean over seeds ± the "
+                  "mean over seeds of each run's standard error over the task's items; two "
+                  "configurations differ in accuracy only where their gap exceeds about twice "
+                  "that error."]
     if any(r.adaptive_batch for r in runs):
         lines += ["", "Adaptive batches: steps, tokens and batches per configuration in "
                   "batch.md, the batch per round in batch_over_training.png."]

@@ -12,7 +12,11 @@ call: a rerun (for instance while the run goes on) gives the same file for the s
 Scalars, all against the inner step:
   train/<key>    every number of a training line of metrics.jsonl (train/loss, train/lr,
                  train/grad_norm, train/tokens, train/inter_dc_bytes, ...)
-  eval/<name>    every eval_<name> number of an evaluation line (eval/loss, eval/ppl, eval/bpb)
+  eval/<name>    every eval_<name> number of an evaluation line (eval/loss, eval/ppl, eval/bpb,
+                 eval/s), and eval/tasks_s
+  tasks/<task>/<figure>  each downstream task's figures of an evaluation line (eval.tasks:
+                 tasks/hellaswag/acc_norm, tasks/hellaswag/acc_norm_stderr, tasks/hellaswag/n,
+                 tasks/lambada/perplexity, ...)
   sync/<key>     every number of a syncs.jsonl line (sync/H, sync/rho, sync/q, sync/link_s,
                  sync/inter_dc_bytes, sync/outer_lr, ...), at its landed_step (where its outer
                  step landed and its sim_time_s was taken); and sync/compute_utilisation, the
@@ -201,6 +205,13 @@ def run_scalars(run_dir):
             if evaluation:
                 if key.startswith("eval_"):
                     points += [(step, wall, t, v) for t, v in numbers("eval", key[5:], value)]
+                elif key == "tasks_s":
+                    points += [(step, wall, t, v) for t, v in numbers("eval", key, value)]
+                elif key == "tasks" and isinstance(value, dict):
+                    for task, figures in value.items():
+                        for name, figure in (figures or {}).items():
+                            points += [(step, wall, t, v)
+                                       for t, v in numbers(f"tasks/{task}", name, figure)]
             else:
                 points += [(step, wall, t, v) for t, v in numbers("train", key, value)]
     syncs = os.path.join(run_dir, "syncs.jsonl")

@@ -68,6 +68,7 @@ void write_run(const std::string& run) {
                R"("batch": [4, 8], "tokens_per_s": 640, "rounds": 4, "inter_dc_bytes": 8000, )"
                R"("sim_time_s": 3.5, "elapsed_s": 4.5})",
                R"({"step": 20, "eval_loss": 2.0, "eval_ppl": 7.38905609893065, "eval_bpb": 2.875, )"
+               R"("tasks": {"hs": {"acc": 0.25, "acc_norm": 0.5, "n": 8}}, "tasks_s": 1.5, )"
                R"("rounds": 4, "inter_dc_bytes": 8000, "sim_time_s": 3.75, "elapsed_s": 4.75})",
                R"({"step": 30, "loss": 2.0, "lr": 0.0625, "grad_norm": null, "tokens": 3840, )"
                R"("batch": [4, 8], "tokens_per_s": 640, "rounds": 6, "inter_dc_bytes": 12000, )"
@@ -127,6 +128,10 @@ TEST_CASE("e2e: tensorboard.py writes the run files as scalars at the simulated 
   CHECK(contains(dump, scalar("eval/bpb", 20, "3.75", "2.875")));
   CHECK(contains(dump, scalar("eval/ppl", 20, "3.75", "7.389056")));
   CHECK_FALSE(contains(dump, "\"tag\": \"eval/rounds\""));
+  // eval.tasks: tasks/<task>/<figure>, and the time they took.
+  CHECK(contains(dump, scalar("tasks/hs/acc_norm", 20, "3.75", "0.5")));
+  CHECK(contains(dump, scalar("tasks/hs/n", 20, "3.75", "8.0")));
+  CHECK(contains(dump, scalar("eval/tasks_s", 20, "3.75", "1.5")));
   CHECK_FALSE(contains(dump, "\"tag\": \"train/eval_loss\""));
   // Sync lines at their landed_step, and the round's compute utilisation H t / (H t + E):
   // 0.75 / (0.75 + 0.25) blocking; overlapped by 2 steps of t = 0.125 s, E = 0.5 - 0.25.
