@@ -33,10 +33,11 @@ void tokenize_task_file(const TaskModeOptions& options) {
       longest = std::max(longest, n);
     }
   }
-  fmt::print("tokenized {} items of {} ({}): {} requests, {} tokens, the longest {}; {} tokenizer "
-             "of {}; wrote {} in {:.1f} s\n",
-             ids.items.size(), options.task_file, options.format, ids.requests(), tokens, longest,
-             prepared.tokenizer, prepared.json_path, options.out, timer.seconds());
+  fmt::print(
+      "tokenized {} items of {} ({}): {} requests, {} tokens, the longest {}; {} tokenizer "
+      "of {}; wrote {} in {:.1f} s\n",
+      ids.items.size(), options.task_file, options.format, ids.requests(), tokens, longest,
+      prepared.tokenizer, prepared.json_path, options.out, timer.seconds());
 }
 
 }  // namespace autoloco

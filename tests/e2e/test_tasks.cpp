@@ -50,11 +50,11 @@ int run_logged(const std::string& command, const std::string& log, std::string& 
 std::string train_and_compare(const std::string& dir, const std::string& python,
                               const std::string& prepare_args) {
   std::string output;
-  REQUIRE(run_logged("cd " + shell_quote(dir) + " && " + AUTOLOCO_PREPARE_EXE + " " +
-                         prepare_args + " --val-fraction 0.2 --threads 1 --out data text",
+  REQUIRE(run_logged("cd " + shell_quote(dir) + " && " + AUTOLOCO_PREPARE_EXE + " " + prepare_args +
+                         " --val-fraction 0.2 --threads 1 --out data text",
                      dir + "/prepare.log", output) == 0);
-  const auto vocab = static_cast<int64_t>(json_number(read_text(dir + "/data/prepare.json"),
-                                                      "vocab_size"));
+  const auto vocab =
+      static_cast<int64_t>(json_number(read_text(dir + "/data/prepare.json"), "vocab_size"));
   REQUIRE(run_logged(shell_quote(python) + " " + AUTOLOCO_SOURCE_DIR +
                          "/scripts/cloze_tasks.py --items 24 --out " + shell_quote(dir + "/tasks") +
                          " " + shell_quote(dir) + "/text/*.txt",
@@ -68,12 +68,14 @@ std::string train_and_compare(const std::string& dir, const std::string& python,
   // seq_len 64: the longer requests lose the start of their context, as in the harness.
   const std::string keys =
       "--set model.preset=llama-tiny --set model.n_layer=1 --set model.seq_len=64 "
-      "--set model.vocab_size=" + std::to_string(vocab) +
+      "--set model.vocab_size=" +
+      std::to_string(vocab) +
       " --set data.train='data/train_*.bin' --set data.val='data/val_*.bin' "
       "--set data.batch_size=4 --set run.steps=12 --set run.eval_every=6 --set run.eval_batches=2 "
       "--set run.threads=1 --set outer.method=diloco --set interval.H=6 "
       "--set ckpt.at_end=true --set ckpt.every_minutes=0 --set run.out_dir=runs "
-      "--set run.name=tasks --set 'eval.tasks=[" + tasks + "]'";
+      "--set run.name=tasks --set 'eval.tasks=[" +
+      tasks + "]'";
   const int trained = run_logged("cd " + shell_quote(dir) + " && " + AUTOLOCO_MPIEXEC +
                                      " -n 2 --oversubscribe --allow-run-as-root --bind-to none " +
                                      AUTOLOCO_TRAIN_EXE + " empty.yaml " + keys,
@@ -88,15 +90,15 @@ std::string train_and_compare(const std::string& dir, const std::string& python,
   CHECK(contains(metrics, "\"eval_s\":"));
   CHECK(contains(read_text(run + "/summary.json"), "\"lambada\":{\"acc\":"));
   // From the run's directory, where its relative data paths find the tokenizer.
-  REQUIRE(run_logged("cd " + shell_quote(dir) + " && " + AUTOLOCO_CKPT_EXE + " export --format hf " +
-                         shell_quote(run + "/checkpoints/step_12") + " " +
+  REQUIRE(run_logged("cd " + shell_quote(dir) + " && " + AUTOLOCO_CKPT_EXE +
+                         " export --format hf " + shell_quote(run + "/checkpoints/step_12") + " " +
                          shell_quote(dir + "/hf"),
                      dir + "/export.log", output) == 0);
-  const int compared = run_logged(shell_quote(python) + " " + AUTOLOCO_SOURCE_DIR +
-                                      "/scripts/lm_eval_compare.py " + shell_quote(run) + " " +
-                                      shell_quote(dir + "/hf") + " --json " +
-                                      shell_quote(dir + "/compare.json"),
-                                  dir + "/compare.log", output);
+  const int compared =
+      run_logged(shell_quote(python) + " " + AUTOLOCO_SOURCE_DIR + "/scripts/lm_eval_compare.py " +
+                     shell_quote(run) + " " + shell_quote(dir + "/hf") + " --json " +
+                     shell_quote(dir + "/compare.json"),
+                 dir + "/compare.log", output);
   INFO(output);
   CHECK(compared == 0);
   return output;

@@ -31,8 +31,8 @@ void write_task_file(const std::string& path) {
   for (size_t i = 0; i + 2 < lines.size(); i += 2) {
     const std::string& line = lines[i];
     const size_t cut = line.rfind(' ');
-    const std::string context = (i % 4 == 0 ? lines[i + 1] + " " : std::string()) +
-                                line.substr(0, cut);
+    const std::string context =
+        (i % 4 == 0 ? lines[i + 1] + " " : std::string()) + line.substr(0, cut);
     out << "{\"context\": \"" << context << "\", \"choices\": [\"" << line.substr(cut + 1)
         << "\", \"" << lines[i + 2].substr(lines[i + 2].rfind(' ') + 1) << "\", \"waits.\"], "
         << "\"gold\": " << (i / 2) % 3 << "}\n";
@@ -40,12 +40,23 @@ void write_task_file(const std::string& path) {
 }
 
 Config task_config(const SharedCorpus& corpus, const std::string& shard, bool tasks) {
-  std::vector<std::string> keys = {
-      "model.n_layer=2", "model.n_head=2", "model.d_model=32", "model.seq_len=32",
-      "data.batch_size=4", "data.train=" + corpus.dir + "/train_*.bin",
-      "data.val=" + corpus.dir + "/val_*.bin", "run.eval_batches=4", "inner.warmup_steps=5",
-      "inner.lr=0.01", "run.threads=1", "topology.ranks_per_dc=2", "topology.shard=" + shard,
-      "outer.method=diloco", "interval.H=5", "run.steps=20", "run.eval_every=10"};
+  std::vector<std::string> keys = {"model.n_layer=2",
+                                   "model.n_head=2",
+                                   "model.d_model=32",
+                                   "model.seq_len=32",
+                                   "data.batch_size=4",
+                                   "data.train=" + corpus.dir + "/train_*.bin",
+                                   "data.val=" + corpus.dir + "/val_*.bin",
+                                   "run.eval_batches=4",
+                                   "inner.warmup_steps=5",
+                                   "inner.lr=0.01",
+                                   "run.threads=1",
+                                   "topology.ranks_per_dc=2",
+                                   "topology.shard=" + shard,
+                                   "outer.method=diloco",
+                                   "interval.H=5",
+                                   "run.steps=20",
+                                   "run.eval_every=10"};
   if (tasks) {
     keys.push_back("eval.tasks=[{name: mc, path: " + corpus.dir + "/mc.jsonl, format: mc}]");
   }
@@ -54,15 +65,17 @@ Config task_config(const SharedCorpus& corpus, const std::string& shard, bool ta
 
 }  // namespace
 
-TEST_CASE("tasks: scoring them leaves the anchor bit for bit, sharded or not, and 4 ranks score as one",
-          "[np=4]") {
+TEST_CASE(
+    "tasks: scoring them leaves the anchor bit for bit, sharded or not, and 4 ranks score as one",
+    "[np=4]") {
   SharedCorpus corpus("tasks");
   if (autoloco::test::world_rank() == 0) {
-    std::ofstream(corpus.dir + "/prepare.json") << "{\"tokenizer\": \"bytes\", \"vocab_size\": 256}\n";
+    std::ofstream(corpus.dir + "/prepare.json")
+        << "{\"tokenizer\": \"bytes\", \"vocab_size\": 256}\n";
     write_task_file(corpus.dir + "/mc.jsonl");
     REQUIRE(std::system((std::string(AUTOLOCO_PREPARE_EXE) + " --task " + corpus.dir +
-                         "/mc.jsonl --task-format mc --tokenizer-from " + corpus.dir +
-                         " --out " + corpus.dir + "/mc.ids.jsonl > /dev/null")
+                         "/mc.jsonl --task-format mc --tokenizer-from " + corpus.dir + " --out " +
+                         corpus.dir + "/mc.ids.jsonl > /dev/null")
                             .c_str()) == 0);
   }
   MPI_Barrier(MPI_COMM_WORLD);
@@ -94,8 +107,9 @@ TEST_CASE("tasks: scoring them leaves the anchor bit for bit, sharded or not, an
     std::vector<ContinuationScore> scores(scorer.requests());
     torch::NoGradGuard no_grad;
     for (const auto& batch : scorer.batches(0, 1, 1)) {
-      scorer.score(batch, [&](const torch::Tensor& idx) { return model->forward(idx); },
-                   torch::kCPU, scores);
+      scorer.score(
+          batch, [&](const torch::Tensor& idx) { return model->forward(idx); }, torch::kCPU,
+          scores);
     }
     const TaskMetrics alone = task_metrics(ids, scores);
     CHECK(alone.acc.mean == m.acc.mean);

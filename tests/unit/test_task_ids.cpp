@@ -72,19 +72,21 @@ TEST_CASE("task ids: the file reads back as written, and damage is named", "[eva
 
   const std::string text = test::read_text(path);
   const std::string header = text.substr(0, text.find('\n') + 1);
-  const std::string first = text.substr(header.size(), text.find('\n', header.size()) + 1 -
-                                                           header.size());
+  const std::string first =
+      text.substr(header.size(), text.find('\n', header.size()) + 1 - header.size());
   const auto damaged = [&](const std::string& contents, const std::string& what) {
     write(path, contents);
     CHECK_THROWS_WITH(read_task_ids(path), Contains(path) && Contains(what));
   };
   damaged(header + first, ":2: 1 items where the header says 2");
   damaged(header + first + "{\"line\": 4}\n", ":3: no field \"gold\"");
-  damaged(header + first + "{\"line\":4,\"gold\":1,\"context\":[1],\"choices\":[{\"chars\":1,"
-                           "\"ids\":[2]}]}\n",
+  damaged(header + first +
+              "{\"line\":4,\"gold\":1,\"context\":[1],\"choices\":[{\"chars\":1,"
+              "\"ids\":[2]}]}\n",
           "gold 1 is out of range for 1 choices");
-  damaged(header + first + "{\"line\":4,\"gold\":0,\"context\":[300],\"choices\":[{\"chars\":1,"
-                           "\"ids\":[2]}]}\n",
+  damaged(header + first +
+              "{\"line\":4,\"gold\":0,\"context\":[300],\"choices\":[{\"chars\":1,"
+              "\"ids\":[2]}]}\n",
           "outside the vocabulary of 256");
   damaged("{\"autoloco_task_ids\": 9}\n", ":1: version 9");
   damaged("", ":1: the file is empty");

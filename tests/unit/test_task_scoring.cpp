@@ -67,7 +67,8 @@ TEST_CASE("task scoring: the ranks' shares cover every request once, longest fir
   CHECK(scorer.batches(0, 3, 2)[0][0] == 20);
 }
 
-TEST_CASE("task scoring: log-likelihoods at the continuation's positions, left-truncated", "[eval]") {
+TEST_CASE("task scoring: log-likelihoods at the continuation's positions, left-truncated",
+          "[eval]") {
   // " d" after "abc": both tokens the rule's. " e" after "abc": the second is not.
   const TaskIds ids = ids_of({item("abc", {"d", "e"}), item("wxyzabc", {"d"})});
   const double lse = std::log(255.0 + std::exp(5.0));
@@ -89,8 +90,8 @@ TEST_CASE("task scoring: log-likelihoods at the continuation's positions, left-t
 TEST_CASE("task scoring: a choice longer than the context window names the line", "[eval]") {
   std::vector<TaskItem> items = {item("ctx", {"a much longer choice"})};
   items[0].line = 9;
-  CHECK_THROWS_WITH(check_task_fits(ids_of(items), 8), Contains("t.jsonl:9") &&
-                                                           Contains("model.seq_len 8"));
+  CHECK_THROWS_WITH(check_task_fits(ids_of(items), 8),
+                    Contains("t.jsonl:9") && Contains("model.seq_len 8"));
   CHECK_NOTHROW(check_task_fits(ids_of(items), 21));
 }
 

@@ -103,22 +103,26 @@ void read_value(const YAML::Node& n, const std::string& key, std::vector<std::st
   }
 }
 
-DataSource read_source(const YAML::Node& n, const std::string& key, size_t index) {
+// A list entry that is a mapping of `keys` only (`what`: "a source", "a task"); ConfigError
+// naming `key` otherwise, with the nearest valid key for a typo.
+void check_entry(const YAML::Node& n, const std::string& key, const std::vector<std::string>& keys,
+                 const std::string& what) {
+  const std::string listed = fmt::format("{}", fmt::join(keys, ", "));
   if (!n.IsMap()) {
-    throw ConfigError(
-        fmt::format("config key {}: expected a mapping {{name, train, val, weight}}, got {}", key,
-                    describe(n)));
+    throw ConfigError(fmt::format("config key {}: expected a mapping {{{}}}, got {}", key, listed,
+                                  describe(n)));
   }
-  static const std::vector<std::string> kKeys = {"name", "train", "val", "weight"};
   for (const auto& item : n) {
     const std::string k = item.first.IsScalar() ? item.first.Scalar() : describe(item.first);
-    if (std::find(kKeys.begin(), kKeys.end(), k) == kKeys.end()) {
-      throw ConfigError(
-          fmt::format("config key {}: unknown key '{}'{}; a source has name, "
-                      "train, val and weight",
-                      key, k, did_you_mean(k, kKeys)));
+    if (std::find(keys.begin(), keys.end(), k) == keys.end()) {
+      throw ConfigError(fmt::format("config key {}: unknown key '{}'{}; {} has {}", key, k,
+                                    did_you_mean(k, keys), what, listed));
     }
   }
+}
+
+DataSource read_source(const YAML::Node& n, const std::string& key, size_t index) {
+  check_entry(n, key, {"name", "train", "val", "weight"}, "a source");
   DataSource s;
   if (!n["train"]) {
     throw ConfigError(fmt::format(
@@ -149,20 +153,7 @@ void read_value(const YAML::Node& n, const std::string& key, std::vector<DataSou
 }
 
 EvalTask read_task(const YAML::Node& n, const std::string& key) {
-  if (!n.IsMap()) {
-    throw ConfigError(fmt::format(
-        "config key {}: expected a mapping {{name, path, format, limit}}, got {}", key,
-        describe(n)));
-  }
-  static const std::vector<std::string> kKeys = {"name", "path", "format", "limit"};
-  for (const auto& item : n) {
-    const std::string k = item.first.IsScalar() ? item.first.Scalar() : describe(item.first);
-    if (std::find(kKeys.begin(), kKeys.end(), k) == kKeys.end()) {
-      throw ConfigError(fmt::format(
-          "config key {}: unknown key '{}'{}; a task has name, path, format and limit", key, k,
-          did_you_mean(k, kKeys)));
-    }
-  }
+  check_entry(n, key, {"name", "path", "format", "limit"}, "a task");
   EvalTask t;
   for (const char* required : {"name", "path", "format"}) {
     if (!n[required]) {
@@ -181,9 +172,9 @@ EvalTask read_task(const YAML::Node& n, const std::string& key) {
 void read_value(const YAML::Node& n, const std::string& key, std::vector<EvalTask>& out) {
   out.clear();
   if (!n.IsSequence()) {
-    throw ConfigError(fmt::format(
-        "config key {}: expected a list of tasks ({{name, path, format}}), got {}", key,
-        describe(n)));
+    throw ConfigError(
+        fmt::format("config key {}: expected a list of tasks ({{name, path, format}}), got {}", key,
+                    describe(n)));
   }
   for (size_t i = 0; i < n.size(); ++i)
     out.push_back(read_task(n[i], fmt::format("{}[{}]", key, i)));
@@ -259,8 +250,8 @@ std::string format_value(const std::vector<EvalTask>& v) {
   std::vector<std::string> items;
   for (const auto& t : v) {
     items.push_back(fmt::format("{{name: {}, path: {}, format: {}, limit: {}}}",
-                                format_value(t.name), format_value(t.path),
-                                format_value(t.format), format_value(t.limit)));
+                                format_value(t.name), format_value(t.path), format_value(t.format),
+                                format_value(t.limit)));
   }
   return fmt::format("[{}]", fmt::join(items, ", "));
 }

@@ -112,7 +112,8 @@ PreparedData read_one(const fs::path& json_path) {
 
 PreparedData read_prepare_json(const std::string& path) {
   std::error_code ec;
-  const fs::path json = fs::is_directory(path, ec) ? fs::path(path) / "prepare.json" : fs::path(path);
+  const fs::path json =
+      fs::is_directory(path, ec) ? fs::path(path) / "prepare.json" : fs::path(path);
   if (!fs::is_regular_file(json, ec)) {
     throw DataError(fmt::format(
         "'{}' is not a prepared data directory (no {}); name the directory autoloco-prepare "

@@ -15,9 +15,9 @@ std::unique_ptr<Tokenizer> open_prepared_tokenizer(const PreparedData& prepared,
     return HfTokenizer::start(prepared.tokenizer_model, hf_python, threads);
   if (prepared.tokenizer == "sentencepiece")
     return SentencePieceTokenizer::from_file(prepared.tokenizer_model);
-  throw DataError(fmt::format(
-      "{}: unknown tokenizer '{}' (bytes, sentencepiece or hf); prepare the data again",
-      prepared.json_path, prepared.tokenizer));
+  throw DataError(
+      fmt::format("{}: unknown tokenizer '{}' (bytes, sentencepiece or hf); prepare the data again",
+                  prepared.json_path, prepared.tokenizer));
 }
 
 }  // namespace autoloco

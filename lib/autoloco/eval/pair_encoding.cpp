@@ -8,12 +8,10 @@
 
 namespace autoloco {
 
-std::vector<PairIds> encode_pairs(
-    const Tokenizer& tokenizer, const std::vector<std::pair<std::string, std::string>>& requests,
-    const std::function<std::string(size_t)>& describe) {
-  const auto name = [&](size_t i) {
-    return describe ? describe(i) : fmt::format("request {}", i);
-  };
+std::vector<PairIds> encode_pairs(const Tokenizer& tokenizer,
+                                  const std::vector<std::pair<std::string, std::string>>& requests,
+                                  const std::function<std::string(size_t)>& describe) {
+  const auto name = [&](size_t i) { return describe ? describe(i) : fmt::format("request {}", i); };
   // Texts 2i and 2i + 1: request i's context alone, and context and continuation together.
   std::vector<std::string> texts;
   texts.reserve(2 * requests.size());
@@ -36,10 +34,10 @@ std::vector<PairIds> encode_pairs(
     const std::vector<uint32_t>& alone = ids[2 * i];
     const std::vector<uint32_t>& joint = ids[2 * i + 1];
     if (joint.size() <= alone.size()) {
-      throw DataError(fmt::format(
-          "{}: the continuation '{}' gets no token of its own after the context's {} "
-          "(the tokenizer merged it into the context)",
-          name(i), requests[i].second, alone.size()));
+      throw DataError(
+          fmt::format("{}: the continuation '{}' gets no token of its own after the context's {} "
+                      "(the tokenizer merged it into the context)",
+                      name(i), requests[i].second, alone.size()));
     }
     out.push_back(PairIds{
         alone, std::vector<uint32_t>(joint.begin() + static_cast<std::ptrdiff_t>(alone.size()),

@@ -24,8 +24,8 @@ struct PairIds {
 // (a Hugging Face tokenizer's helper process is asked once). An empty context (after its
 // whitespace moved) or a continuation left without ids throws DataError naming the request as
 // `describe(i)` does (by default "request i").
-std::vector<PairIds> encode_pairs(
-    const Tokenizer& tokenizer, const std::vector<std::pair<std::string, std::string>>& requests,
-    const std::function<std::string(size_t)>& describe = {});
+std::vector<PairIds> encode_pairs(const Tokenizer& tokenizer,
+                                  const std::vector<std::pair<std::string, std::string>>& requests,
+                                  const std::function<std::string(size_t)>& describe = {});
 
 }  // namespace autoloco

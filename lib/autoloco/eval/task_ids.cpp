@@ -122,9 +122,8 @@ TaskIds tokenize_task(const std::vector<TaskItem>& items, const Tokenizer& token
       line_of.push_back(item.line);
     }
   }
-  const std::vector<PairIds> pairs = encode_pairs(tokenizer, requests, [&](size_t i) {
-    return fmt::format("{}:{}", task_file, line_of[i]);
-  });
+  const std::vector<PairIds> pairs = encode_pairs(
+      tokenizer, requests, [&](size_t i) { return fmt::format("{}:{}", task_file, line_of[i]); });
   TaskIds out;
   out.task_file = task_file;
   out.format = format;
@@ -138,8 +137,7 @@ TaskIds tokenize_task(const std::vector<TaskItem>& items, const Tokenizer& token
     // Every choice shares the context, so its ids are the same in every request.
     ids.context = pairs[r].context;
     for (const std::string& choice : item.choices) {
-      ids.choices.push_back(
-          {pairs[r].continuation, static_cast<int64_t>(code_points(choice))});
+      ids.choices.push_back({pairs[r].continuation, static_cast<int64_t>(code_points(choice))});
       ++r;
     }
     out.items.push_back(std::move(ids));
@@ -213,9 +211,8 @@ TaskIds parse_task_ids(const std::string& contents, const std::string& path) {
     ids.items.push_back(read_item(parse_line(text, item_at), ids.vocab_size, item_at));
   }
   if (static_cast<int64_t>(ids.items.size()) != count) {
-    IdsLine{path, line}.fail(
-        fmt::format("{} items where the header says {} (a truncated file)", ids.items.size(),
-                    count));
+    IdsLine{path, line}.fail(fmt::format("{} items where the header says {} (a truncated file)",
+                                         ids.items.size(), count));
   }
   return ids;
 }

@@ -20,9 +20,9 @@ struct ContinuationScore {
 };
 
 struct TaskMetrics {
-  int64_t n = 0;            // items scored
-  MeanWithError acc;        // multiple choice: highest log-likelihood; lambada: greedy match
-  MeanWithError acc_norm;   // multiple choice only (n 0 for lambada)
+  int64_t n = 0;           // items scored
+  MeanWithError acc;       // multiple choice: highest log-likelihood; lambada: greedy match
+  MeanWithError acc_norm;  // multiple choice only (n 0 for lambada)
   double perplexity = std::numeric_limits<double>::quiet_NaN();  // lambada only
 };
 

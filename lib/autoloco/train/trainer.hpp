@@ -379,7 +379,7 @@ class Trainer {
   int64_t initial_tokens_per_step_ = 1;
   int64_t tokens_ = 0;
   std::unique_ptr<Mixture> data_;
-  std::vector<double> eval_by_source_;     // the last evaluation's loss on each source's val
+  std::vector<double> eval_by_source_;  // the last evaluation's loss on each source's val
   struct LoadedTask {
     EvalTask config;
     TaskIds ids;
@@ -387,8 +387,8 @@ class Trainer {
   };
   std::vector<std::unique_ptr<LoadedTask>> tasks_;
   std::vector<TaskResult> task_results_;
-  double eval_s_ = 0.0;   // the last evaluation's wall time: the val loss's
-  double tasks_s_ = 0.0;  // and the tasks'
+  double eval_s_ = 0.0;                    // the last evaluation's wall time: the val loss's
+  double tasks_s_ = 0.0;                   // and the tasks'
   std::vector<int64_t> tokens_by_source_;  // at the last metrics line
   std::optional<RunDirectory> run_dir_;
   int64_t step_ = 0;

@@ -1,9 +1,9 @@
 // The Trainer's downstream tasks (eval.tasks, docs/tasks.md): tokenized once at the start by
 // autoloco-prepare with the run's tokenizer, scored on the anchor at every evaluation with the
 // requests spread over the world's ranks, and reported as lm-evaluation-harness reports them.
-#include <cmath>
 #include <fmt/ranges.h>
 #include <unistd.h>
+#include <cmath>
 
 #include <cstdlib>
 #include <cstring>
@@ -51,9 +51,9 @@ std::string Trainer::tokenize_task(const EvalTask& task, const PreparedData& pre
                                       fmt::format("autoloco-tasks-{}", static_cast<long>(getpid()));
   fs::create_directories(dir);
   const std::string out = (dir / (task.name + ".ids.jsonl")).string();
-  const std::vector<std::string> argv = {prepare_executable(), "--task", task.path,
-                                         "--task-format", task.format, "--tokenizer-from",
-                                         prepared.json_path, "--out", out};
+  const std::vector<std::string> argv = {prepare_executable(), "--task",    task.path,
+                                         "--task-format",      task.format, "--tokenizer-from",
+                                         prepared.json_path,   "--out",     out};
   log::info("eval.tasks {}: tokenizing {} with {}", task.name, task.path, prepared.describe());
   const int status = run_to_end(argv);
   if (status != 0) {
@@ -81,8 +81,8 @@ void Trainer::load_tasks() {
     std::string text;
     if (topo_.world_rank == 0) {
       if (!fs::is_regular_file(task.path)) {
-        throw ConfigError(fmt::format("config key eval.tasks[{}].path: no task file '{}'", i,
-                                      task.path));
+        throw ConfigError(
+            fmt::format("config key eval.tasks[{}].path: no task file '{}'", i, task.path));
       }
       text = tokenize_task(task, *prepared);
     }
@@ -118,9 +118,9 @@ void Trainer::score_tasks(Decoder& model) {
     std::vector<ContinuationScore> scores(scorer.requests());
     const auto batches =
         scorer.batches(topo_.world_rank, topo_.world_size, config_.data.batch_size);
-    const size_t rounds =
-        collective ? scorer.batches(0, topo_.world_size, config_.data.batch_size).size()
-                   : batches.size();
+    const size_t rounds = collective
+                              ? scorer.batches(0, topo_.world_size, config_.data.batch_size).size()
+                              : batches.size();
     for (size_t k = 0; k < rounds; ++k) {
       if (k < batches.size()) {
         scorer.score(batches[k], forward, device_, scores);
@@ -142,8 +142,7 @@ void Trainer::score_tasks(Decoder& model) {
       s.loglikelihood = flat[at++];
       s.greedy = flat[at++] > 0.5;
     }
-    task_results_.push_back(
-        {task->config.name, task->ids.format, task_metrics(task->ids, scores)});
+    task_results_.push_back({task->config.name, task->ids.format, task_metrics(task->ids, scores)});
     if (run_dir_) write_task_scores(*task, scores);
   }
 }

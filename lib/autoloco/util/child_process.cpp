@@ -26,7 +26,8 @@ int run_to_end(const std::vector<std::string>& argv) {
   }
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0) {
-    if (errno != EINTR) throw Error(fmt::format("waiting for {}: {}", argv[0], std::strerror(errno)));
+    if (errno != EINTR)
+      throw Error(fmt::format("waiting for {}: {}", argv[0], std::strerror(errno)));
   }
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
   return WEXITSTATUS(status);
