@@ -40,7 +40,7 @@ inline std::string run_dir(const Config& c) {
 // metrics.jsonl or syncs.jsonl without the fields that measure wall-clock time.
 inline std::vector<std::string> lines_without_clock(const std::string& path) {
   static const std::regex clock(
-      R"re(,"(elapsed_s|sim_time_s|tokens_per_s|round_s)":[-0-9.eE+a-z]+)re");
+      R"re(,"(elapsed_s|sim_time_s|tokens_per_s|round_s|eval_s|tasks_s)":[-0-9.eE+a-z]+)re");
   std::ifstream in(path);
   std::vector<std::string> out;
   for (std::string line; std::getline(in, line);)
