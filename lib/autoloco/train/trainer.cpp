@@ -126,9 +126,10 @@ Trainer::Trainer(const Config& config, MPI_Comm world, TrainerOptions options)
   check_timeout_covers_sync();
 
   log_start();
+  load_tasks();
   const std::optional<Resumed> resumed = resume(options_.resume);
   open_run_directory(resumed);
-  load_tasks();
+  keep_task_ids();
   install_stop_signal_handlers();
 }
 

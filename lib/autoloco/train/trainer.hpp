@@ -316,6 +316,8 @@ class Trainer {
   JsonObject eval_by_source_json() const;
   // eval.tasks: tokenized by autoloco-prepare on world rank 0 (trainer_tasks.cpp), broadcast.
   void load_tasks();
+  // World rank 0: the tasks' ids into RUN/tasks/NAME.ids.jsonl, once the run directory is open.
+  void keep_task_ids();
   std::string tokenize_task(const EvalTask& task, const PreparedData& prepared) const;
   // Scores every task on `model` (the anchor), the requests spread over the world's ranks.
   void score_tasks(Decoder& model);
@@ -383,6 +385,7 @@ class Trainer {
   struct LoadedTask {
     EvalTask config;
     TaskIds ids;
+    std::string ids_text;  // the ids file, until keep_task_ids()
     std::unique_ptr<TaskScorer> scorer;
   };
   std::vector<std::unique_ptr<LoadedTask>> tasks_;

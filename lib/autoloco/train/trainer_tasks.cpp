@@ -44,18 +44,25 @@ void broadcast_text(Communicator& comm, std::string& text, int root) {
 }  // namespace
 
 std::string Trainer::tokenize_task(const EvalTask& task, const PreparedData& prepared) const {
-  // The ids are kept in the run directory (what was scored, for a look); without one, beside
-  // the system's temporary files for the tokenizing only.
-  const fs::path dir = run_dir_ ? fs::path(run_dir_->path()) / "tasks"
-                                : fs::temp_directory_path() /
-                                      fmt::format("autoloco-tasks-{}", static_cast<long>(getpid()));
+  // Into a temporary directory: the run directory is opened later, once every input is known
+  // good (keep_task_ids() copies the ids there).
+  const fs::path dir =
+      fs::temp_directory_path() / fmt::format("autoloco-tasks-{}", static_cast<long>(getpid()));
   fs::create_directories(dir);
   const std::string out = (dir / (task.name + ".ids.jsonl")).string();
   const std::vector<std::string> argv = {prepare_executable(), "--task",    task.path,
                                          "--task-format",      task.format, "--tokenizer-from",
                                          prepared.json_path,   "--out",     out};
   log::info("eval.tasks {}: tokenizing {} with {}", task.name, task.path, prepared.describe());
-  const int status = run_to_end(argv);
+  int status = 0;
+  try {
+    status = run_to_end(argv);
+  } catch (const Error& e) {
+    throw ConfigError(fmt::format(
+        "config key eval.tasks: {}; autoloco-prepare tokenizes the tasks and is looked for beside "
+        "autoloco-train: install it there or name it in AUTOLOCO_PREPARE",
+        e.what()));
+  }
   if (status != 0) {
     throw DataError(fmt::format(
         "eval.tasks {}: autoloco-prepare could not tokenize '{}' (exit status {}; its message "
@@ -63,9 +70,21 @@ std::string Trainer::tokenize_task(const EvalTask& task, const PreparedData& pre
         task.name, task.path, status));
   }
   auto text = read_file_bytes(out);
+  fs::remove_all(dir);
   if (!text) throw DataError(fmt::format("eval.tasks {}: cannot read '{}'", task.name, out));
-  if (!run_dir_) fs::remove_all(dir);
   return std::move(*text);
+}
+
+void Trainer::keep_task_ids() {
+  for (const auto& task : tasks_) {
+    if (run_dir_) {
+      const fs::path dir = fs::path(run_dir_->path()) / "tasks";
+      fs::create_directories(dir);
+      write_file_durable((dir / (task->config.name + ".ids.jsonl")).string(), task->ids_text);
+    }
+    task->ids_text.clear();
+    task->ids_text.shrink_to_fit();
+  }
 }
 
 void Trainer::load_tasks() {
@@ -90,6 +109,7 @@ void Trainer::load_tasks() {
     auto loaded = std::make_unique<LoadedTask>();
     loaded->config = task;
     loaded->ids = parse_task_ids(text, task.name + ".ids.jsonl");
+    loaded->ids_text = std::move(text);
     if (task.limit > 0 && static_cast<size_t>(task.limit) < loaded->ids.items.size())
       loaded->ids.items.resize(static_cast<size_t>(task.limit));
     check_task_fits(loaded->ids, config_.model.seq_len);
