@@ -268,6 +268,9 @@ bool parse(int argc, char** argv, autoloco::PrepareOptions& options, BenchReques
       options.inputs.push_back(arg);
     }
   }
+  if (!task.requested && (!task.options.format.empty() || !task.options.prepared.empty())) {
+    throw UsageError("--task-format and --tokenizer-from need --task FILE");
+  }
   if (task.requested) {
     // --out's default is a data directory; a task needs its own file named.
     if (!out_given) options.out_dir.clear();
