@@ -109,8 +109,8 @@ void check_entry(const YAML::Node& n, const std::string& key, const std::vector<
                  const std::string& what) {
   const std::string listed = fmt::format("{}", fmt::join(keys, ", "));
   if (!n.IsMap()) {
-    throw ConfigError(fmt::format("config key {}: expected a mapping {{{}}}, got {}", key, listed,
-                                  describe(n)));
+    throw ConfigError(
+        fmt::format("config key {}: expected a mapping {{{}}}, got {}", key, listed, describe(n)));
   }
   for (const auto& item : n) {
     const std::string k = item.first.IsScalar() ? item.first.Scalar() : describe(item.first);

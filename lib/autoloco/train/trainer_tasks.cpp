@@ -6,9 +6,9 @@
 #include <cmath>
 
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
 
+#include "autoloco/comm/text_collectives.hpp"
 #include "autoloco/eval/task_file.hpp"
 #include "autoloco/train/precision.hpp"
 #include "autoloco/train/trainer.hpp"
@@ -28,17 +28,6 @@ namespace fs = std::filesystem;
 std::string prepare_executable() {
   if (const char* path = std::getenv("AUTOLOCO_PREPARE"); path && *path) return path;
   return sibling_executable("autoloco-prepare");
-}
-
-// Rank `root`'s text on every rank of `comm`.
-void broadcast_text(Communicator& comm, std::string& text, int root) {
-  int64_t size = static_cast<int64_t>(text.size());
-  comm.broadcast(&size, 1, DType::i64, root);
-  // Whole 8-byte words, the smallest unit DType offers.
-  std::vector<int64_t> words(static_cast<size_t>((size + 7) / 8));
-  if (comm.rank() == root && size > 0) std::memcpy(words.data(), text.data(), text.size());
-  comm.broadcast(words.data(), words.size(), DType::i64, root);
-  text.assign(reinterpret_cast<const char*>(words.data()), static_cast<size_t>(size));
 }
 
 }  // namespace
@@ -105,7 +94,7 @@ void Trainer::load_tasks() {
       }
       text = tokenize_task(task, *prepared);
     }
-    broadcast_text(*world_comm_, text, 0);
+    broadcast_text(world_comm_->handle(), text, 0);
     auto loaded = std::make_unique<LoadedTask>();
     loaded->config = task;
     loaded->ids = parse_task_ids(text, task.name + ".ids.jsonl");
