@@ -2,6 +2,8 @@
 // compressed, and their errors; parquet files written by pyarrow.
 #include <catch2/catch.hpp>
 
+#include <sys/resource.h>
+
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -64,6 +66,13 @@ std::string error_of(const fs::path& path, InputFormat format, RowOptions option
   }
   FAIL("no error reading " << path);
   return {};
+}
+
+// The process's peak resident memory so far, in MiB.
+long peak_rss_mib() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_maxrss / 1024;
 }
 
 }  // namespace
@@ -268,4 +277,23 @@ pq.write_table(pa.table({'text': texts}), d + '/good.parquet', row_group_size=10
   const ReadRows rows = read_rows(bad, InputFormat::parquet, skip);
   CHECK(rows.skipped.files == 1);
   CHECK(rows.texts.size() < 5000);
+}
+
+TEST_CASE("a parquet page that claims 2 GiB in a small file is refused without taking it",
+          "[data][rows][parquet]") {
+  if (autoloco::test::without_parquet()) return;
+  // Written by tests/fuzz/make_parquet_seeds.py: a 1.5 kB file whose page header claims
+  // 2^31 - 64 bytes. Arrow allocates a page's declared size before reading it; the reader's
+  // memory limit refuses it (it took 2 GiB and the fuzz run's memory limit before).
+  const fs::path huge =
+      fs::path(AUTOLOCO_SOURCE_DIR) / "tests/fuzz/corpus/parquet/huge_page.parquet";
+  const long before = peak_rss_mib();
+  CHECK_THAT(error_of(huge, InputFormat::parquet),
+             Contains("row group 0 of 1 cannot be read") && Contains("asks for 2147483584 bytes"));
+  RowOptions skip;
+  skip.skip_bad = true;
+  const ReadRows rows = read_rows(huge, InputFormat::parquet, skip);
+  CHECK(rows.texts.empty());
+  CHECK(rows.skipped.files == 1);
+  CHECK(peak_rss_mib() - before < 512);
 }

@@ -9,7 +9,10 @@
 #include <parquet/metadata.h>
 #include <parquet/properties.h>
 
+#include <algorithm>
 #include <exception>
+#include <filesystem>
+#include <system_error>
 #include <utility>
 #include <vector>
 
@@ -20,6 +23,50 @@ namespace {
 
 // Compressed pages are read through a buffer of this size instead of a whole column chunk.
 constexpr int64_t kReadBufferBytes = int64_t{1} << 20;
+
+// Arrow allocates what a page header declares before it reads the page, so a damaged size (the
+// fuzz target found 2^31 in a 1.5 kB file) would take that much memory before the short read is
+// noticed. Reading a file may hold at most this much: the larger of a floor that a batch of long
+// documents fits in and a multiple of the file's size that covers any plausible compression.
+constexpr int64_t kMinReadMemory = int64_t{256} << 20;
+constexpr int64_t kReadMemoryPerFileByte = 8;
+
+// Arrow's memory for one file, counted and refused past a limit.
+class LimitedPool final : public arrow::ProxyMemoryPool {
+ public:
+  explicit LimitedPool(int64_t limit)
+      : arrow::ProxyMemoryPool(arrow::default_memory_pool()), limit_(limit) {}
+
+  using arrow::MemoryPool::Allocate;
+  using arrow::MemoryPool::Reallocate;
+  arrow::Status Allocate(int64_t size, int64_t alignment, uint8_t** out) override {
+    ARROW_RETURN_NOT_OK(check(size));
+    return arrow::ProxyMemoryPool::Allocate(size, alignment, out);
+  }
+  arrow::Status Reallocate(int64_t old_size, int64_t new_size, int64_t alignment,
+                           uint8_t** ptr) override {
+    ARROW_RETURN_NOT_OK(check(new_size - old_size));
+    return arrow::ProxyMemoryPool::Reallocate(old_size, new_size, alignment, ptr);
+  }
+
+ private:
+  arrow::Status check(int64_t more) const {
+    if (more <= 0 || bytes_allocated() + more <= limit_) return arrow::Status::OK();
+    return arrow::Status::OutOfMemory(fmt::format(
+        "it asks for {} bytes, more than reading a file of this size may hold ({} MiB): a size "
+        "written in the file is wrong",
+        more, limit_ >> 20));
+  }
+
+  int64_t limit_;
+};
+
+int64_t read_memory_limit(const std::string& path) {
+  std::error_code error;
+  const auto size = std::filesystem::file_size(path, error);
+  if (error) return kMinReadMemory;  // opening it says what is wrong
+  return std::max(kMinReadMemory, static_cast<int64_t>(size) * kReadMemoryPerFileByte);
+}
 
 bool is_text_type(arrow::Type::type id) {
   return id == arrow::Type::STRING || id == arrow::Type::LARGE_STRING ||
@@ -72,6 +119,9 @@ std::string column_names(const arrow::Schema& schema) {
 }  // namespace
 
 struct ParquetRowReader::State {
+  explicit State(int64_t memory_limit) : pool(memory_limit) {}
+
+  LimitedPool pool;  // before the reader, which must go first
   std::unique_ptr<parquet::arrow::FileReader> reader;
   int column = -1;  // leaf column index of the text field
   int row_groups = 0;
@@ -99,9 +149,12 @@ void ParquetRowReader::damaged(const std::string& what) {
 
 ParquetRowReader::ParquetRowReader(const std::string& path, const RowOptions& options,
                                    SkippedRows& skipped)
-    : path_(path), options_(options), skipped_(skipped), state_(std::make_unique<State>()) {
+    : path_(path),
+      options_(options),
+      skipped_(skipped),
+      state_(std::make_unique<State>(read_memory_limit(path))) {
   try {
-    parquet::ReaderProperties properties = parquet::default_reader_properties();
+    parquet::ReaderProperties properties(&state_->pool);
     properties.enable_buffered_stream();
     // Pages written with a CRC (pyarrow's write_page_checksum) are checked; others cannot be.
     properties.set_page_checksum_verification(true);
@@ -115,7 +168,7 @@ ParquetRowReader::ParquetRowReader(const std::string& path, const RowOptions& op
     if (!opened.ok()) {
       fail(fmt::format("not a readable parquet file ({}); check the file", opened.message()));
     }
-    auto built = builder.properties(arrow_properties)->Build();
+    auto built = builder.memory_pool(&state_->pool)->properties(arrow_properties)->Build();
     if (!built.ok()) fail(fmt::format("cannot read its schema ({})", built.status().message()));
     state_->reader = std::move(built).ValueUnsafe();
     std::shared_ptr<arrow::Schema> schema;
@@ -177,6 +230,8 @@ bool ParquetRowReader::next_batch() {
       s.values = batch->column(0);
       s.next = 0;
       return true;
+    } catch (const DataError&) {
+      throw;  // damaged()'s own, already naming the file
     } catch (const std::exception& e) {
       damaged(e.what());
     }
