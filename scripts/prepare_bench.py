@@ -2,7 +2,8 @@
 """autoloco-prepare on corpora as they ship: throughput per core and peak memory.
 
     $(scripts/hf-env.sh | tail -1) scripts/prepare_bench.py [--bin build/release/apps]
-        [--out runs/prepare-bench] [--mb 64] [--memory-gb 0] [--repeat 3] [--threads N]
+        [--out runs/prepare-bench] [--mb 64] [--memory-gb 0] [--memory-parquet-gb 0]
+        [--memory-only] [--repeat 3] [--threads N]
 
 Writes, under OUT, a corpus of json lines (zstd) made of the Python docs' reST sources (Debian's
 python3-doc; each file a row, repeated to --mb MB of text), a byte-level BPE tokenizer.json of
@@ -18,11 +19,15 @@ repeats and keeping medians:
     helper calls where the library has it);
 
 and, with --memory-gb G, the peak resident memory (ru_maxrss) of autoloco-prepare --tokenizer
-bytes over a corpus of G GB of json lines (zstd), generated under OUT and removed after.
+bytes over a corpus of G GB of json lines (zstd), generated under OUT and removed after; with
+--memory-parquet-gb G the same over one parquet file of G GB of text in a single row group (the
+layout that asks most of the reader; pyarrow holds it all while writing, about 3.3x G in RAM).
+--memory-only skips the throughput measurement.
 Prints one JSON object (also OUT/prepare-bench.json) and the table of docs/results.md.
 """
 import argparse
 import json
+import multiprocessing
 import os
 import statistics
 import subprocess
@@ -113,12 +118,37 @@ def reference_encode(texts, tokenizer_json, threads, method="encode_batch"):
     return json.loads(proc.stdout)
 
 
-def peak_memory(bin_dir, out, docs, gigabytes):
+def make_parquet(path, docs, target_bytes):
+    """The rows of make_corpus as one parquet file of a single row group (zstd, pyarrow's other
+    defaults): the layout that asks most of a reader's memory, one column chunk of every row."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    texts = []
+    total = 0
+    while total < target_bytes:
+        for doc in docs:
+            texts.append(doc if len(texts) < len(docs) else f"{len(texts)} {doc}")
+            total += len(texts[-1].encode("utf-8"))
+            if total >= target_bytes:
+                break
+    pq.write_table(pa.table({"text": texts}), path, compression="zstd",
+                   row_group_size=len(texts))
+    return total, len(texts)
+
+
+def peak_memory(bin_dir, out, docs, gigabytes, parquet=False):
     corpus = os.path.join(out, "memory")
     os.makedirs(corpus, exist_ok=True)
-    path = os.path.join(corpus, "big.jsonl.zst")
-    log(f"writing {gigabytes} GB of json lines (zstd) for the memory measurement")
-    text_bytes, rows = make_corpus(path, docs, int(gigabytes * 1e9))
+    kind = "parquet (one row group, zstd)" if parquet else "json lines (zstd)"
+    path = os.path.join(corpus, "big.parquet" if parquet else "big.jsonl.zst")
+    log(f"writing {gigabytes} GB of {kind} for the memory measurement")
+    if parquet:
+        # In a process of its own: pyarrow holds the whole table while it writes, and a child
+        # forked from a parent that large would start its peak (ru_maxrss) there.
+        with multiprocessing.get_context("spawn").Pool(1) as pool:
+            text_bytes, rows = pool.apply(make_parquet, (path, docs, int(gigabytes * 1e9)))
+    else:
+        text_bytes, rows = make_corpus(path, docs, int(gigabytes * 1e9))
     compressed = os.path.getsize(path)
     shards = os.path.join(out, "memory-out")
     cmd = [os.path.join(bin_dir, "autoloco-prepare"), "--out", shards, "--overwrite", path]
@@ -134,7 +164,7 @@ def peak_memory(bin_dir, out, docs, gigabytes):
     if proc.returncode != 0:
         sys.exit(f"prepare_bench: {' '.join(cmd)} failed; see {out}/memory.log")
     subprocess.run(["rm", "-rf", corpus, shards], check=True)
-    return {"text_bytes": text_bytes, "rows": rows, "compressed_bytes": compressed,
+    return {"format": kind, "text_bytes": text_bytes, "rows": rows, "compressed_bytes": compressed,
             "seconds": seconds, "peak_rss_mib": peak_kib / 1024}
 
 
@@ -147,9 +177,33 @@ def main():
     p.add_argument("--threads", type=int, default=os.cpu_count())
     p.add_argument("--memory-gb", type=float, default=0,
                    help="also measure peak memory over a corpus of this many GB")
+    p.add_argument("--memory-parquet-gb", type=float, default=0,
+                   help="and over one parquet file of this many GB of text in one row group")
+    p.add_argument("--memory-only", action="store_true",
+                   help="measure memory only, not throughput")
     args = p.parse_args()
     os.makedirs(args.out, exist_ok=True)
     docs = documents()
+    if args.memory_only:
+        result = memory_results(args, docs)
+        with open(os.path.join(args.out, "prepare-memory.json"), "w") as f:
+            json.dump(result, f, indent=1)
+        print(json.dumps(result))
+        return 0
+    return speed_and_memory(args, docs)
+
+
+def memory_results(args, docs):
+    result = {}
+    if args.memory_gb > 0:
+        result["memory"] = peak_memory(args.bin, args.out, docs, args.memory_gb)
+    if args.memory_parquet_gb > 0:
+        result["memory_parquet"] = peak_memory(args.bin, args.out, docs, args.memory_parquet_gb,
+                                               parquet=True)
+    return result
+
+
+def speed_and_memory(args, docs):
     corpus = os.path.join(args.out, "corpus")
     os.makedirs(corpus, exist_ok=True)
     path = os.path.join(corpus, "pydoc.jsonl.zst")
@@ -187,8 +241,7 @@ def main():
     result["hf_over_tokenizers"] = result["seconds"]["tokenizers"] / result["seconds"]["hf"]
     result["hf_over_tokenizers_fast"] = (result["seconds"]["tokenizers_fast"] /
                                          result["seconds"]["hf"])
-    if args.memory_gb > 0:
-        result["memory"] = peak_memory(args.bin, args.out, docs, args.memory_gb)
+    result.update(memory_results(args, docs))
     with open(os.path.join(args.out, "prepare-bench.json"), "w") as f:
         json.dump(result, f, indent=1)
     print(json.dumps(result))
