@@ -1,7 +1,6 @@
 #include "autoloco/config/config.hpp"
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
