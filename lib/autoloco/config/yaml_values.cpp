@@ -85,6 +85,16 @@ EvalTask read_task(const YAML::Node& n, const std::string& key) {
   return t;
 }
 
+// Flow style, so that a list (of sources, of tasks) prints on one line and reads back (the
+// run's config.yaml).
+template <class T, class Format>
+std::string flow_list(const std::vector<T>& values, Format format) {
+  std::vector<std::string> items;
+  for (const auto& v : values)
+    items.push_back(format(v));
+  return fmt::format("[{}]", fmt::join(items, ", "));
+}
+
 }  // namespace
 
 const char* type_name(const int64_t&) {
@@ -197,37 +207,22 @@ std::string format_value(const std::string& v) {
   return e.c_str();
 }
 std::string format_value(const std::vector<double>& v) {
-  std::vector<std::string> items;
-  for (double x : v)
-    items.push_back(format_value(x));
-  return fmt::format("[{}]", fmt::join(items, ", "));
+  return flow_list(v, [](double x) { return format_value(x); });
 }
 std::string format_value(const std::vector<std::string>& v) {
-  std::vector<std::string> items;
-  for (const auto& x : v)
-    items.push_back(format_value(x));
-  return fmt::format("[{}]", fmt::join(items, ", "));
+  return flow_list(v, [](const std::string& x) { return format_value(x); });
 }
-
-// Flow style, so a source list prints on one line and reads back (the run's config.yaml).
 std::string format_value(const std::vector<DataSource>& v) {
-  std::vector<std::string> items;
-  for (const auto& s : v) {
-    items.push_back(fmt::format("{{name: {}, train: {}, val: {}, weight: {}}}",
-                                format_value(s.name), format_value(s.train), format_value(s.val),
-                                format_value(s.weight)));
-  }
-  return fmt::format("[{}]", fmt::join(items, ", "));
+  return flow_list(v, [](const DataSource& s) {
+    return fmt::format("{{name: {}, train: {}, val: {}, weight: {}}}", format_value(s.name),
+                       format_value(s.train), format_value(s.val), format_value(s.weight));
+  });
 }
-
 std::string format_value(const std::vector<EvalTask>& v) {
-  std::vector<std::string> items;
-  for (const auto& t : v) {
-    items.push_back(fmt::format("{{name: {}, path: {}, format: {}, limit: {}}}",
-                                format_value(t.name), format_value(t.path), format_value(t.format),
-                                format_value(t.limit)));
-  }
-  return fmt::format("[{}]", fmt::join(items, ", "));
+  return flow_list(v, [](const EvalTask& t) {
+    return fmt::format("{{name: {}, path: {}, format: {}, limit: {}}}", format_value(t.name),
+                       format_value(t.path), format_value(t.format), format_value(t.limit));
+  });
 }
 
 }  // namespace autoloco::yaml_values
