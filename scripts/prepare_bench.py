@@ -53,22 +53,32 @@ def documents():
     return docs
 
 
+def corpus_texts(docs, target_bytes):
+    """The rows of the generated corpora: `docs` repeated (numbered after the first pass, so that
+    no two rows are equal) until `target_bytes` of text."""
+    total = 0
+    rows = 0
+    while True:
+        for doc in docs:
+            text = doc if rows < len(docs) else f"{rows} {doc}"
+            yield text
+            total += len(text.encode("utf-8"))
+            rows += 1
+            if total >= target_bytes:
+                return
+
+
 def make_corpus(path, docs, target_bytes):
-    """Rows of `docs`, repeated (numbered, so that no two rows are equal) until `target_bytes`
-    of text, as json lines through zstd; returns (text bytes, rows)."""
+    """corpus_texts as json lines through zstd; returns (text bytes, rows)."""
     total = 0
     rows = 0
     with subprocess.Popen(["zstd", "-q", "-3", "-T0", "-f", "-o", path],
                           stdin=subprocess.PIPE) as z:
-        while total < target_bytes:
-            for doc in docs:
-                text = doc if rows < len(docs) else f"{rows} {doc}"
-                line = json.dumps({"id": rows, "text": text}, ensure_ascii=False) + "\n"
-                z.stdin.write(line.encode("utf-8"))
-                total += len(text.encode("utf-8"))
-                rows += 1
-                if total >= target_bytes:
-                    break
+        for text in corpus_texts(docs, target_bytes):
+            line = json.dumps({"id": rows, "text": text}, ensure_ascii=False) + "\n"
+            z.stdin.write(line.encode("utf-8"))
+            total += len(text.encode("utf-8"))
+            rows += 1
         z.stdin.close()
     return total, rows
 
@@ -119,21 +129,14 @@ def reference_encode(texts, tokenizer_json, threads, method="encode_batch"):
 
 
 def make_parquet(path, docs, target_bytes):
-    """The rows of make_corpus as one parquet file of a single row group (zstd, pyarrow's other
-    defaults): the layout that asks most of a reader's memory, one column chunk of every row."""
+    """corpus_texts as one parquet file of a single row group (zstd, pyarrow's other defaults):
+    the layout that asks most of a reader's memory, one column chunk of every row."""
     import pyarrow as pa
     import pyarrow.parquet as pq
-    texts = []
-    total = 0
-    while total < target_bytes:
-        for doc in docs:
-            texts.append(doc if len(texts) < len(docs) else f"{len(texts)} {doc}")
-            total += len(texts[-1].encode("utf-8"))
-            if total >= target_bytes:
-                break
+    texts = list(corpus_texts(docs, target_bytes))
     pq.write_table(pa.table({"text": texts}), path, compression="zstd",
                    row_group_size=len(texts))
-    return total, len(texts)
+    return sum(len(t.encode("utf-8")) for t in texts), len(texts)
 
 
 def peak_memory(bin_dir, out, docs, gigabytes, parquet=False):
